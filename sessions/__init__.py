@@ -1,0 +1,1 @@
+"""Conversation trees, their SQLite store and the snapshot store. No UI, no Textual."""

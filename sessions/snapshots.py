@@ -1,0 +1,269 @@
+"""Snapshot files: one KV-state segment each, content-addressed, verified before use.
+
+Layout of a segment file (little-endian):
+
+    0   8   magic  b"LLMCSEG\\0"
+    8   4   u32 format version (FORMAT_VERSION)
+    12  4   u32 header length H
+    16  8   u64 xxh3-64 of the header bytes
+    24  H   header: JSON (id, parent, kind, fingerprint_id, fingerprint, start, end, tokens,
+            payload_len, payload_xxh3_128, created)
+    24+H    payload: the engine's seq-state blob for positions [start, end)
+
+`kind` is "delta" (only the cells of [start, end), for attention-only models whose memory can
+be cut by position) or "full" (the whole sequence state at `end`, for sliding-window,
+recurrent and hybrid models, whose state cannot be cut). A segment's id is the chain hash
+sha256(parent id || token ids), with the model fingerprint's id as the root's parent: equal
+token prefixes under the same model and settings get equal ids, so branches and sessions
+that share a prefix share its segments.
+
+Writes go to a temp file in the same folder, are fsynced, then renamed into place: a reader
+sees a whole file or none. Every read checks magic, version, header checksum, fingerprint,
+id, range, tokens, length and payload checksum, and says which one failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import xxhash
+
+from llmchat.sessions.models import pack_tokens
+
+MAGIC = b"LLMCSEG\x00"
+FORMAT_VERSION = 1
+_FIXED = struct.Struct("<8sIIQ")
+
+
+class SnapshotError(Exception):
+    """A snapshot that cannot be trusted; the message is the reason, one line."""
+
+
+@dataclass
+class SegmentHeader:
+    id: str
+    parent: str
+    kind: str
+    fingerprint_id: str
+    fingerprint: dict[str, Any]
+    start: int
+    end: int
+    tokens: list[int]
+
+    def to_json(self, payload_len: int, payload_hash: str) -> bytes:
+        return orjson.dumps(
+            {
+                "id": self.id, "parent": self.parent, "kind": self.kind, "fingerprint_id": self.fingerprint_id,
+                "fingerprint": self.fingerprint, "start": self.start, "end": self.end, "tokens": self.tokens,
+                "payload_len": payload_len, "payload_xxh3_128": payload_hash, "created": time.time(),
+            }
+        )
+
+
+def chain_id(parent_id: str, tokens: Sequence[int]) -> str:
+    h = hashlib.sha256(parent_id.encode())
+    h.update(pack_tokens(list(tokens)))
+    return h.hexdigest()
+
+
+def fingerprint_diff(expected: dict[str, Any], found: dict[str, Any]) -> str:
+    diffs = [
+        f"{k} {found.get(k)!r} (now {expected.get(k)!r})"
+        for k in sorted(set(expected) | set(found))
+        if expected.get(k) != found.get(k)
+    ]
+    return "made with another " + ", ".join(diffs[:3]) if diffs else "fingerprint id mismatch"
+
+
+@dataclass
+class ReadResult:
+    header: dict[str, Any]
+    payload: bytearray
+    read_ms: float
+    verify_ms: float
+
+
+class SnapshotStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def rel_path(self, fingerprint_id: str, seg_id: str) -> str:
+        return f"{fingerprint_id[:16]}/{seg_id[:2]}/{seg_id}.seg"
+
+    def abs_path(self, rel: str) -> Path:
+        return self.root / rel
+
+    # ------------------------------------------------------------------ write
+    def write(self, header: SegmentHeader, payload: bytes | bytearray) -> tuple[str, int]:
+        """Atomically write a segment; returns (relative path, file size). Raises OSError
+        (e.g. ENOSPC) with no partial file left behind."""
+        rel = self.rel_path(header.fingerprint_id, header.id)
+        path = self.abs_path(rel)
+        if path.exists():
+            return rel, path.stat().st_size
+        path.parent.mkdir(parents=True, exist_ok=True)
+        hjson = header.to_json(len(payload), xxhash.xxh3_128_hexdigest(payload))
+        fixed = _FIXED.pack(MAGIC, FORMAT_VERSION, len(hjson), xxhash.xxh3_64_intdigest(hjson))
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, fixed)
+            _write_all(fd, hjson)
+            _write_all(fd, memoryview(payload))
+            os.fsync(fd)
+            os.close(fd)
+            fd = -1
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return rel, len(fixed) + len(hjson) + len(payload)
+
+    # ------------------------------------------------------------------ read
+    def read_header(self, path: Path) -> tuple[dict[str, Any], int]:
+        """The parsed header and the payload's offset; SnapshotError if it is not trustworthy."""
+        try:
+            with path.open("rb") as f:
+                fixed = f.read(_FIXED.size)
+                if len(fixed) < _FIXED.size:
+                    raise SnapshotError("truncated header")
+                magic, version, hlen, hsum = _FIXED.unpack(fixed)
+                if magic != MAGIC:
+                    raise SnapshotError("not an llmchat snapshot (bad magic)")
+                if version != FORMAT_VERSION:
+                    raise SnapshotError(f"snapshot format {version}, this llmchat reads {FORMAT_VERSION}")
+                if hlen > 64 << 20:
+                    raise SnapshotError("corrupt header length")
+                hjson = f.read(hlen)
+        except FileNotFoundError:
+            raise SnapshotError("snapshot file is missing") from None
+        except OSError as e:
+            raise SnapshotError(f"cannot read snapshot: {e.strerror or e}") from None
+        if len(hjson) != hlen:
+            raise SnapshotError("truncated header")
+        if xxhash.xxh3_64_intdigest(hjson) != hsum:
+            raise SnapshotError("header checksum mismatch (corrupt)")
+        try:
+            header = orjson.loads(hjson)
+        except orjson.JSONDecodeError:
+            raise SnapshotError("header is not valid JSON (corrupt)") from None
+        return header, _FIXED.size + hlen
+
+    def read(
+        self, rel: str, *, seg_id: str, fingerprint_id: str, fingerprint: dict[str, Any], start: int,
+        tokens: Sequence[int],
+    ) -> ReadResult:
+        """Read and verify a segment against what the caller expects it to hold."""
+        path = self.abs_path(rel)
+        t0 = time.perf_counter()
+        header, offset = self.read_header(path)
+        if header.get("fingerprint_id") != fingerprint_id:
+            raise SnapshotError(fingerprint_diff(fingerprint, header.get("fingerprint") or {}))
+        if header.get("id") != seg_id:
+            raise SnapshotError("snapshot id does not match its index entry")
+        if header.get("start") != start or header.get("end") != start + len(tokens):
+            raise SnapshotError(f"snapshot covers {header.get('start')}..{header.get('end')}, expected {start}..{start + len(tokens)}")
+        if header.get("tokens") != list(tokens):
+            raise SnapshotError("snapshot tokens differ from the conversation's")
+        n = int(header.get("payload_len", -1))
+        try:
+            size = path.stat().st_size
+            if size != offset + n:
+                raise SnapshotError(f"snapshot file has {size - offset} payload bytes, header says {n} (truncated?)")
+            payload = bytearray(n)
+            with path.open("rb", buffering=0) as f:
+                f.seek(offset)
+                got = f.readinto(payload)
+        except OSError as e:
+            raise SnapshotError(f"cannot read snapshot: {e.strerror or e}") from None
+        if got != n:
+            raise SnapshotError("snapshot payload is truncated")
+        t1 = time.perf_counter()
+        if xxhash.xxh3_128_hexdigest(payload) != header.get("payload_xxh3_128"):
+            raise SnapshotError("payload checksum mismatch (corrupt)")
+        t2 = time.perf_counter()
+        return ReadResult(header, payload, (t1 - t0) * 1000, (t2 - t1) * 1000)
+
+    def verify(self, rel: str, fingerprint_id: str | None = None) -> str | None:
+        """None if the file is whole and (optionally) of this fingerprint, else the reason."""
+        path = self.abs_path(rel)
+        try:
+            header, offset = self.read_header(path)
+            n = int(header.get("payload_len", -1))
+            if path.stat().st_size != offset + n:
+                return "truncated payload"
+            h = xxhash.xxh3_128()
+            with path.open("rb") as f:
+                f.seek(offset)
+                while chunk := f.read(8 << 20):
+                    h.update(chunk)
+            if h.hexdigest() != header.get("payload_xxh3_128"):
+                return "payload checksum mismatch (corrupt)"
+            if fingerprint_id is not None and header.get("fingerprint_id") != fingerprint_id:
+                return "made with another model or settings"
+        except SnapshotError as e:
+            return str(e)
+        except OSError as e:
+            return f"cannot read: {e.strerror or e}"
+        return None
+
+    def remove(self, rel: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.abs_path(rel))
+
+    def quarantine(self, rel: str) -> Path | None:
+        src = self.abs_path(rel)
+        if not src.exists():
+            return None
+        dst = self.root / "quarantine" / rel.replace("/", "_")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+        return dst
+
+    def files(self) -> list[str]:
+        """Every segment file on disk (relative paths), excluding quarantine and temp files."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for p in self.root.glob("*/*/*.seg"):
+            out.append(str(p.relative_to(self.root)))
+        return out
+
+    def temp_files(self) -> list[Path]:
+        return list(self.root.glob("*/*/.*.tmp")) if self.root.is_dir() else []
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.EIO, "short write")
+        view = view[n:]
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
