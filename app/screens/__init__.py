@@ -1,0 +1,1 @@
+"""The screens and dialogs of the llmchat TUI."""

@@ -1,0 +1,1 @@
+"""llmchat's look: Textual themes (palette.py) and the stylesheet llmchat.tcss."""

@@ -1,0 +1,1 @@
+"""Reusable llmchat widgets: message views, the composer, the status bar."""
