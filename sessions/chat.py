@@ -184,7 +184,10 @@ def _noop(_: Any) -> None:
 
 def clean_text(text: str) -> str:
     """User input as stored: valid UTF-8, no control characters but tab and newline."""
-    text = text.encode("utf-8", errors="replace").decode("utf-8")
+    try:  # bytes that were not UTF-8 (argv/stdin keep them as surrogate escapes) become U+FFFD
+        text = text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", errors="replace").decode("utf-8")
     return _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
