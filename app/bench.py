@@ -65,7 +65,11 @@ def _raw_roundtrip(eng: Any, path: Path) -> tuple[float, float, int]:
 
 
 def run_bench(
-    model: str | None, lengths: list[int], *, full: bool = False, engine_options: dict[str, Any] | None = None,
+    model: str | None,
+    lengths: list[int],
+    *,
+    full: bool = False,
+    engine_options: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     from llmchat.app.runtime import load_engine
@@ -98,9 +102,17 @@ def run_bench(
                 e = min(n, s + SEGMENT)
                 sid = chain_id(parent, toks[s:e])
                 blob = eng.capture(s, e) if eng.can_cut else eng.capture(0, n)
-                header = SegmentHeader(id=sid, parent=parent, kind="delta", fingerprint_id=eng.info.fingerprint_id,
-                                       fingerprint=eng.info.fingerprint, start=s, end=e, tokens=toks[s:e])
-                rel, size = store.write(header, blob)
+                header = SegmentHeader(
+                    id=sid,
+                    parent=parent,
+                    kind="delta",
+                    fingerprint_id=eng.info.fingerprint_id,
+                    fingerprint=eng.info.fingerprint,
+                    start=s,
+                    end=e,
+                    tokens=toks[s:e],
+                )
+                rel, _size = store.write(header, blob)
                 state_bytes += len(blob)
                 segs.append((rel, sid, s, e))
                 parent = sid
@@ -113,8 +125,14 @@ def run_bench(
             t0 = time.perf_counter()
             read_ms = verify_ms = 0.0
             for rel, sid, s, e in segs:
-                res = store.read(rel, seg_id=sid, fingerprint_id=eng.info.fingerprint_id,
-                                 fingerprint=eng.info.fingerprint, start=s, tokens=toks[s:e])
+                res = store.read(
+                    rel,
+                    seg_id=sid,
+                    fingerprint_id=eng.info.fingerprint_id,
+                    fingerprint=eng.info.fingerprint,
+                    start=s,
+                    tokens=toks[s:e],
+                )
                 read_ms += res.read_ms
                 verify_ms += res.verify_ms
                 eng.restore(res.payload, toks[s:e])
@@ -122,31 +140,39 @@ def run_bench(
             exact = bytes(eng._get_seq(0))[8:] == live
             eng.clear()
             eng.prefill(toks)
-            raw_save_ms, raw_load_ms, raw_bytes = _raw_roundtrip(eng, Path(tmp) / f"raw{n}.bin")
-            rows.append({
-                "tokens": n,
-                "reprefill_ms": round(reprefill_ms, 1),
-                "restore_ms": round(restore_ms, 2),
-                "ratio": round(reprefill_ms / restore_ms, 1),
-                "restore_read_ms": round(read_ms, 2),
-                "restore_verify_ms": round(verify_ms, 2),
-                "segments": len(segs),
-                "capture_ms": round(capture_ms, 2),
-                "state_bytes": state_bytes,
-                "bytes_per_token": round(state_bytes / n),
-                "raw_restore_ms": round(raw_load_ms, 2),
-                "raw_ratio": round(reprefill_ms / raw_load_ms, 1) if raw_load_ms > 0 else None,
-                "vs_raw": round(restore_ms / raw_load_ms, 2) if raw_load_ms > 0 else None,
-                "exact": exact,
-            })
+            _save_ms, raw_load_ms, _raw_bytes = _raw_roundtrip(eng, Path(tmp) / f"raw{n}.bin")
+            rows.append(
+                {
+                    "tokens": n,
+                    "reprefill_ms": round(reprefill_ms, 1),
+                    "restore_ms": round(restore_ms, 2),
+                    "ratio": round(reprefill_ms / restore_ms, 1),
+                    "restore_read_ms": round(read_ms, 2),
+                    "restore_verify_ms": round(verify_ms, 2),
+                    "segments": len(segs),
+                    "capture_ms": round(capture_ms, 2),
+                    "state_bytes": state_bytes,
+                    "bytes_per_token": round(state_bytes / n),
+                    "raw_restore_ms": round(raw_load_ms, 2),
+                    "raw_ratio": round(reprefill_ms / raw_load_ms, 1) if raw_load_ms > 0 else None,
+                    "vs_raw": round(restore_ms / raw_load_ms, 2) if raw_load_ms > 0 else None,
+                    "exact": exact,
+                }
+            )
             for rel, *_ in segs:
                 store.remove(rel)
     info = eng.info
     eng.close()
     out: dict[str, Any] = {
-        "model": info.name, "model_path": info.path, "n_ctx": info.n_ctx, "memory_kind": info.memory_kind,
-        "kv_type": opts.get("type_k", "f16"), "flash_attn": opts.get("flash_attn", True),
-        "threads": os.cpu_count(), "segment_tokens": SEGMENT, "rows": rows,
+        "model": info.name,
+        "model_path": info.path,
+        "n_ctx": info.n_ctx,
+        "memory_kind": info.memory_kind,
+        "kv_type": opts.get("type_k", "f16"),
+        "flash_attn": opts.get("flash_attn", True),
+        "threads": os.cpu_count(),
+        "segment_tokens": SEGMENT,
+        "rows": rows,
     }
     if full:
         from llmchat.app.bench_full import run_full
@@ -156,14 +182,20 @@ def run_bench(
 
 
 def print_table(result: dict[str, Any]) -> None:
-    print(f"model: {result['model']}  (n_ctx {result['n_ctx']}, KV {result['kv_type']}, flash attention "
-          f"{'on' if result['flash_attn'] else 'off'}, {result['threads']} threads, {result['segment_tokens']}-token segments)")
-    print(f"{'tokens':>7} {'re-prefill':>11} {'restore':>9} {'ratio':>7} {'raw blob':>9} {'vs raw':>7} "
-          f"{'capture':>9} {'bytes/token':>12} {'exact':>6}")
+    print(
+        f"model: {result['model']}  (n_ctx {result['n_ctx']}, KV {result['kv_type']}, flash attention "
+        f"{'on' if result['flash_attn'] else 'off'}, {result['threads']} threads, {result['segment_tokens']}-token segments)"
+    )
+    print(
+        f"{'tokens':>7} {'re-prefill':>11} {'restore':>9} {'ratio':>7} {'raw blob':>9} {'vs raw':>7} "
+        f"{'capture':>9} {'bytes/token':>12} {'exact':>6}"
+    )
     for r in result["rows"]:
-        print(f"{r['tokens']:>7} {r['reprefill_ms']:>8.0f} ms {r['restore_ms']:>6.1f} ms {r['ratio']:>6.0f}× "
-              f"{r['raw_restore_ms']:>6.1f} ms {r['vs_raw']:>6.2f}× {r['capture_ms']:>6.1f} ms "
-              f"{r['bytes_per_token']:>12,} {'yes' if r['exact'] else 'NO':>6}")
+        print(
+            f"{r['tokens']:>7} {r['reprefill_ms']:>8.0f} ms {r['restore_ms']:>6.1f} ms {r['ratio']:>6.0f}× "
+            f"{r['raw_restore_ms']:>6.1f} ms {r['vs_raw']:>6.2f}× {r['capture_ms']:>6.1f} ms "
+            f"{r['bytes_per_token']:>12,} {'yes' if r['exact'] else 'NO':>6}"
+        )
     if "full" in result:
         from llmchat.app.bench_full import print_full
 

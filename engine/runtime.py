@@ -131,7 +131,9 @@ class Engine:
         n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
         n_ctx = config.n_ctx or min(n_ctx_train or 8192, 8192)
         if config.type_k not in KV_TYPES or config.type_v not in KV_TYPES:
-            raise EngineError(f"unknown KV cache type: {config.type_k}/{config.type_v} (use one of {sorted(KV_TYPES)})")
+            raise EngineError(
+                f"unknown KV cache type: {config.type_k}/{config.type_v} (use one of {sorted(KV_TYPES)})"
+            )
         if (config.type_v != "f16" or config.type_k != "f16") and not config.flash_attn:
             raise EngineError("a quantised KV cache needs flash attention")
         cparams = llama_cpp.llama_context_default_params()
@@ -144,7 +146,9 @@ class Engine:
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         cparams.flash_attn_type = (
-            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if config.flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+            if config.flash_attn
+            else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         )
         cparams.type_k = KV_TYPES[config.type_k]
         cparams.type_v = KV_TYPES[config.type_v]
@@ -204,7 +208,9 @@ class Engine:
             "n_embd": int(llama_cpp.llama_model_n_embd(model)),
             "layout": 1,  # llmchat's own segment layout version
         }
-        self.info.fingerprint_id = hashlib.sha256(orjson.dumps(self.info.fingerprint, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        self.info.fingerprint_id = hashlib.sha256(
+            orjson.dumps(self.info.fingerprint, option=orjson.OPT_SORT_KEYS)
+        ).hexdigest()
         self.prefill_rate_tps = 0.0  # measured tokens/s of batched prefill on this machine (0 = unknown)
 
     # ------------------------------------------------------------------ model facts
@@ -280,7 +286,10 @@ class Engine:
         return int(self._ll.llama_memory_seq_pos_max(self._mem, seq))
 
     def prefill(
-        self, tokens: Sequence[int], *, progress: Callable[[int, int], None] | None = None,
+        self,
+        tokens: Sequence[int],
+        *,
+        progress: Callable[[int, int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
     ) -> DecodeStats:
         """Decode `tokens` after the live context, in batches; logits of the last one are kept."""
@@ -335,7 +344,10 @@ class Engine:
         ll = self._ll
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         if s.repeat_penalty != 1.0:
-            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_penalties(self.n_vocab, s.repeat_last_n, s.repeat_penalty, 0.0, 0.0))
+            ll.llama_sampler_chain_add(
+                chain,
+                ll.llama_sampler_init_penalties(self.n_vocab, s.repeat_last_n, s.repeat_penalty, 0.0, 0.0),
+            )
         if s.temperature <= 0:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
             return chain
@@ -400,7 +412,9 @@ class Engine:
         share exactly them, read out, and dropped). For other memories it must be the whole
         sequence (start must be 0)."""
         if end > len(self.tokens) or start < 0 or start >= end:
-            raise EngineError(f"capture range [{start}, {end}) is outside the live context of {len(self.tokens)}")
+            raise EngineError(
+                f"capture range [{start}, {end}) is outside the live context of {len(self.tokens)}"
+            )
         if not self.can_cut:
             if start != 0:
                 raise EngineError(f"{self.memory_kind} memory can only be captured whole")
@@ -447,7 +461,9 @@ class Engine:
             self._ll.llama_memory_seq_rm(self._mem, SCRATCH, -1, -1)
             if not ok or self._pos_max(LIVE) != end - 1:
                 self._ll.llama_memory_seq_rm(self._mem, LIVE, start, -1)
-                raise SnapshotRefused(f"llama.cpp rejected the snapshot for positions {start}..{end} (read {n} of {size} bytes)")
+                raise SnapshotRefused(
+                    f"llama.cpp rejected the snapshot for positions {start}..{end} (read {n} of {size} bytes)"
+                )
         self.tokens.extend(tokens)
         self._has_logits = False
 

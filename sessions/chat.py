@@ -96,7 +96,11 @@ class RestoreReport:
 
     @property
     def reprefill_ms(self) -> float | None:
-        return self.reprefill_measured_ms if self.reprefill_measured_ms is not None else self.reprefill_estimate_ms
+        return (
+            self.reprefill_measured_ms
+            if self.reprefill_measured_ms is not None
+            else self.reprefill_estimate_ms
+        )
 
     @property
     def speedup(self) -> float | None:
@@ -114,7 +118,9 @@ class RestoreReport:
         """The one-line summary the UI shows after a resume or a branch switch."""
         parts = []
         if self.restored_tokens:
-            parts.append(f"restored {self.restored_tokens:,} tokens from snapshots in {self.restore_ms:,.0f} ms")
+            parts.append(
+                f"restored {self.restored_tokens:,} tokens from snapshots in {self.restore_ms:,.0f} ms"
+            )
         if self.kept_tokens and not self.restored_tokens:
             parts.append(f"kept {self.kept_tokens:,} tokens in context")
         if self.prefilled_tokens:
@@ -163,14 +169,22 @@ class TurnResult:
                 "kept_tokens": self.restore.kept_tokens,
                 "refused": self.restore.refused,
             },
-            "prefill": {"tokens": self.prefill_tokens, "ms": round(self.prefill_ms, 3),
-                        "context_tokens": self.restore.prefilled_tokens, "context_ms": round(self.restore.prefill_ms, 3)},
+            "prefill": {
+                "tokens": self.prefill_tokens,
+                "ms": round(self.prefill_ms, 3),
+                "context_tokens": self.restore.prefilled_tokens,
+                "context_ms": round(self.restore.prefill_ms, 3),
+            },
             "generate": {"tokens": self.generate_tokens, "ms": round(self.generate_ms, 3)},
-            "reprefill_estimate_ms": None if self.restore.reprefill_estimate_ms is None
+            "reprefill_estimate_ms": None
+            if self.restore.reprefill_estimate_ms is None
             else round(self.restore.reprefill_estimate_ms, 1),
             "reprefill_measured_ms": self.restore.reprefill_measured_ms,
-            "snapshots": {"written": self.snapshots_written, "bytes": self.snapshot_bytes,
-                          "capture_ms": round(self.capture_ms, 3)},
+            "snapshots": {
+                "written": self.snapshots_written,
+                "bytes": self.snapshot_bytes,
+                "capture_ms": round(self.capture_ms, 3),
+            },
             "warnings": self.warnings,
         }
 
@@ -211,7 +225,9 @@ def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class ChatService:
-    def __init__(self, store: Store, snapshots: SnapshotStore, engine: EngineLike, *, use_snapshots: bool = True) -> None:
+    def __init__(
+        self, store: Store, snapshots: SnapshotStore, engine: EngineLike, *, use_snapshots: bool = True
+    ) -> None:
         self.store = store
         self.snaps = snapshots
         self.engine = engine
@@ -239,9 +255,14 @@ class ChatService:
             self.store.set_meta(f"prefill_rate:{self.fp_id}", f"{self.engine.prefill_rate_tps:.3f}")
 
     # ------------------------------------------------------------------ sessions
-    def new_session(self, *, system_prompt: str = "", params: dict[str, Any] | None = None, title: str = "") -> Session:
+    def new_session(
+        self, *, system_prompt: str = "", params: dict[str, Any] | None = None, title: str = ""
+    ) -> Session:
         return self.store.create_session(
-            model=str(self.engine.info.name), system_prompt=clean_text(system_prompt), params=params or {}, title=title
+            model=str(self.engine.info.name),
+            system_prompt=clean_text(system_prompt),
+            params=params or {},
+            title=title,
         )
 
     def chain(self, node: Node) -> list[Node]:
@@ -295,18 +316,29 @@ class ChatService:
                 return n
         from llmchat.engine.template import Message
 
-        text = self.engine.template.render([Message("system", session.system_prompt)], add_generation_prompt=False)
+        text = self.engine.template.render(
+            [Message("system", session.system_prompt)], add_generation_prompt=False
+        )
         toks = self._tokens_for(None, text)
         return self.store.add_node(
-            session_id=session.id, parent_id=None, base_id=None, role="system", content=session.system_prompt,
-            piece=text, tokens=toks, ctx_len=len(toks), activate=False,
+            session_id=session.id,
+            parent_id=None,
+            base_id=None,
+            role="system",
+            content=session.system_prompt,
+            piece=text,
+            tokens=toks,
+            ctx_len=len(toks),
+            activate=False,
         )
 
     def _add_user(self, session: Session, parent: Node | None, text: str) -> Node:
         from llmchat.engine.template import Message
 
         path = self.store.path_to(parent.id) if parent else []
-        rendered = self.engine.template.render([*self._messages(path), Message("user", text)], add_generation_prompt=False)
+        rendered = self.engine.template.render(
+            [*self._messages(path), Message("user", text)], add_generation_prompt=False
+        )
         base, piece = self._piece_after(parent, rendered)
         toks = self._tokens_for(base, piece)
         ctx_len = (base.ctx_len if base else 0) + len(toks)
@@ -320,15 +352,29 @@ class ChatService:
         if parent is not None and (base is None or base.id != parent.id):
             meta["rebased"] = True  # the template re-rendered earlier messages: no prefix property here
         return self.store.add_node(
-            session_id=session.id, parent_id=parent.id if parent else None, base_id=base.id if base else None,
-            role="user", content=text, piece=piece, tokens=toks, ctx_len=ctx_len, meta=meta,
+            session_id=session.id,
+            parent_id=parent.id if parent else None,
+            base_id=base.id if base else None,
+            role="user",
+            content=text,
+            piece=piece,
+            tokens=toks,
+            ctx_len=ctx_len,
+            meta=meta,
             title=make_title(text),
         )
 
     # ------------------------------------------------------------------ turns
     def send(
-        self, session_id: int, text: str, *, parent_id: int | None | str = "active", sampling: Any = None,
-        on_event: EventSink = _noop, should_stop: Callable[[], bool] | None = None, measure_reprefill: bool = False,
+        self,
+        session_id: int,
+        text: str,
+        *,
+        parent_id: int | str | None = "active",
+        sampling: Any = None,
+        on_event: EventSink = _noop,
+        should_stop: Callable[[], bool] | None = None,
+        measure_reprefill: bool = False,
     ) -> TurnResult:
         """A new user message (child of parent_id, default: the session's active leaf) and its reply."""
         text = clean_text(text)
@@ -359,8 +405,13 @@ class ChatService:
         return self.send(node.session_id, text, parent_id=node.parent_id, **kw)
 
     def regenerate(
-        self, reply_node_id: int, *, sampling: Any = None, on_event: EventSink = _noop,
-        should_stop: Callable[[], bool] | None = None, measure_reprefill: bool = False,
+        self,
+        reply_node_id: int,
+        *,
+        sampling: Any = None,
+        on_event: EventSink = _noop,
+        should_stop: Callable[[], bool] | None = None,
+        measure_reprefill: bool = False,
     ) -> TurnResult:
         """A sibling reply to the same user message (or a reply to a user message that has none)."""
         node = self.store.node(reply_node_id)
@@ -371,8 +422,13 @@ class ChatService:
         return self._reply(session, user, sampling, on_event, should_stop, measure_reprefill)
 
     def _reply(
-        self, session: Session, user: Node, sampling: Any, on_event: EventSink,
-        should_stop: Callable[[], bool] | None, measure_reprefill: bool,
+        self,
+        session: Session,
+        user: Node,
+        sampling: Any,
+        on_event: EventSink,
+        should_stop: Callable[[], bool] | None,
+        measure_reprefill: bool,
     ) -> TurnResult:
         from llmchat.engine.runtime import Sampling
 
@@ -381,7 +437,9 @@ class ChatService:
             sampling = Sampling.from_dict(session.params)
         warnings: list[str] = []
         report = self.reach(user, on_event=on_event, measure_reprefill=measure_reprefill)
-        cap_written, cap_bytes, cap_ms = self._capture_missing(self.chain(user), session.id, warnings, on_event)
+        cap_written, cap_bytes, cap_ms = self._capture_missing(
+            self.chain(user), session.id, warnings, on_event
+        )
 
         path = self.store.path_to(user.id)
         msgs = self._messages(path)
@@ -416,7 +474,7 @@ class ChatService:
         close_text = ""
         if closing is not None:
             eog_text = eng.detokenize(gen[-1:]) if ended else ""
-            close_text = closing[len(eog_text):] if ended and closing.startswith(eog_text) else closing
+            close_text = closing[len(eog_text) :] if ended and closing.startswith(eog_text) else closing
         close_toks = eng.tokenize(close_text) if close_text else []
         if close_toks:
             if len(eng.tokens) + len(close_toks) <= eng.n_ctx:
@@ -427,24 +485,44 @@ class ChatService:
         reply_tokens = gp + gen + close_toks
         piece = gp_text + eng.detokenize(gen) + close_text
         meta = {
-            "prefill_ms": round(prefill_ms + report.prefill_ms, 1), "generate_ms": round(gen_ms, 1),
-            "generate_tokens": len(gen), "tps": round(len(gen) / (gen_ms / 1000), 2) if gen_ms > 0 else None,
+            "prefill_ms": round(prefill_ms + report.prefill_ms, 1),
+            "generate_ms": round(gen_ms, 1),
+            "generate_tokens": len(gen),
+            "tps": round(len(gen) / (gen_ms / 1000), 2) if gen_ms > 0 else None,
             "sampling": sampling.to_dict() if hasattr(sampling, "to_dict") else {},
         }
         reply = self.store.add_node(
-            session_id=session.id, parent_id=user.id, base_id=user.id, role="assistant", content=content,
-            piece=piece, tokens=reply_tokens, ctx_len=user.ctx_len + len(reply_tokens),
-            status="stopped" if stopped else "done", meta=meta,
+            session_id=session.id,
+            parent_id=user.id,
+            base_id=user.id,
+            role="assistant",
+            content=content,
+            piece=piece,
+            tokens=reply_tokens,
+            ctx_len=user.ctx_len + len(reply_tokens),
+            status="stopped" if stopped else "done",
+            meta=meta,
         )
         self.live_node = reply.id
         w2, b2, ms2 = self._capture_missing([*self.chain(user), reply], session.id, warnings, on_event)
         self._save_rate()
         self._record_restore(session.id, report)
         return TurnResult(
-            session_id=session.id, user_node=user, reply_node=reply, reply=content, context_tokens=len(eng.tokens),
-            restore=report, prefill_tokens=(pf.tokens if pf else 0), prefill_ms=prefill_ms,
-            generate_tokens=len(gen), generate_ms=gen_ms, stopped=stopped, warnings=warnings,
-            snapshots_written=cap_written + w2, snapshot_bytes=cap_bytes + b2, capture_ms=cap_ms + ms2,
+            session_id=session.id,
+            user_node=user,
+            reply_node=reply,
+            reply=content,
+            context_tokens=len(eng.tokens),
+            restore=report,
+            prefill_tokens=(pf.tokens if pf else 0),
+            prefill_ms=prefill_ms,
+            generate_tokens=len(gen),
+            generate_ms=gen_ms,
+            stopped=stopped,
+            warnings=warnings,
+            snapshots_written=cap_written + w2,
+            snapshot_bytes=cap_bytes + b2,
+            capture_ms=cap_ms + ms2,
         )
 
     def _record_restore(self, session_id: int, report: RestoreReport) -> None:
@@ -457,7 +535,11 @@ class ChatService:
 
     # ------------------------------------------------------------------ restore
     def activate(
-        self, session_id: int, node_id: int | None = None, *, on_event: EventSink = _noop,
+        self,
+        session_id: int,
+        node_id: int | None = None,
+        *,
+        on_event: EventSink = _noop,
         measure_reprefill: bool = False,
     ) -> RestoreReport:
         """Make node_id (default: the active leaf) the session's active leaf and bring the
@@ -475,7 +557,9 @@ class ChatService:
         self._record_restore(session_id, report)
         return report
 
-    def reach(self, target: Node, *, on_event: EventSink = _noop, measure_reprefill: bool = False) -> RestoreReport:
+    def reach(
+        self, target: Node, *, on_event: EventSink = _noop, measure_reprefill: bool = False
+    ) -> RestoreReport:
         """Bring the engine's live context to target's context: keep the common prefix, restore
         what snapshots hold, prefill the rest. A snapshot that cannot be trusted is refused with
         its reason and its tokens are prefilled instead."""
@@ -503,7 +587,7 @@ class ChatService:
         if live < len(eng.tokens) and not eng.keep(live):
             eng.clear()  # memory that cannot be cut there: start over
         rep.kept_tokens = len(eng.tokens) - rep.restored_tokens
-        rest = x[len(eng.tokens):]
+        rest = x[len(eng.tokens) :]
         if rest:
             r = eng.prefill(rest, progress=lambda d, t: on_event(Progress("prefill", d, t)))
             rep.prefilled_tokens, rep.prefill_ms = r.tokens, r.ms
@@ -515,7 +599,8 @@ class ChatService:
 
     def _segment_for(self, node: Node) -> Segment | None:
         r = self.store.db.execute(
-            "SELECT segment_id FROM node_segments WHERE node_id = ? AND fingerprint_id = ?", (node.id, self.fp_id)
+            "SELECT segment_id FROM node_segments WHERE node_id = ? AND fingerprint_id = ?",
+            (node.id, self.fp_id),
         ).fetchone()
         return self.store.segment(r[0]) if r else None
 
@@ -526,15 +611,27 @@ class ChatService:
         t0 = time.perf_counter()
         try:
             res = self.snaps.read(
-                seg.file, seg_id=seg.id, fingerprint_id=self.fp_id, fingerprint=self.engine.info.fingerprint,
-                start=start, tokens=tokens,
+                seg.file,
+                seg_id=seg.id,
+                fingerprint_id=self.fp_id,
+                fingerprint=self.engine.info.fingerprint,
+                start=start,
+                tokens=tokens,
             )
             self.engine.restore(res.payload, tokens)
         except (SnapshotError, SnapshotRefused) as e:
             reason = str(e)
             rep.refused.append({"segment": seg.id, "node": node.id, "reason": reason})
-            self.store.log("refuse", "refused", session_id=node.session_id, node_id=node.id, segment_id=seg.id,
-                           nbytes=seg.bytes, ms=(time.perf_counter() - t0) * 1000, detail=reason)
+            self.store.log(
+                "refuse",
+                "refused",
+                session_id=node.session_id,
+                node_id=node.id,
+                segment_id=seg.id,
+                nbytes=seg.bytes,
+                ms=(time.perf_counter() - t0) * 1000,
+                detail=reason,
+            )
             if "missing" not in reason:
                 self.snaps.quarantine(seg.file)
             self.store.drop_segment(seg.id)
@@ -543,11 +640,20 @@ class ChatService:
         rep.restore_ms += ms
         rep.segments += 1
         rep.bytes_read += len(res.payload)
-        self.store.log("restore", "ok", session_id=node.session_id, node_id=node.id, segment_id=seg.id,
-                       nbytes=len(res.payload), ms=ms)
+        self.store.log(
+            "restore",
+            "ok",
+            session_id=node.session_id,
+            node_id=node.id,
+            segment_id=seg.id,
+            nbytes=len(res.payload),
+            ms=ms,
+        )
         return True
 
-    def _restore_delta(self, chain: list[Node], x: list[int], common: int, rep: RestoreReport, on_event: EventSink) -> None:
+    def _restore_delta(
+        self, chain: list[Node], x: list[int], common: int, rep: RestoreReport, on_event: EventSink
+    ) -> None:
         eng = self.engine
         # restore from the last segment boundary at or before what is already live
         i0 = 0
@@ -576,7 +682,9 @@ class ChatService:
         rep.restored_tokens = max(0, len(eng.tokens) - b)
         self.store.touch_segments(used)
 
-    def _restore_full(self, chain: list[Node], x: list[int], common: int, rep: RestoreReport, on_event: EventSink) -> None:
+    def _restore_full(
+        self, chain: list[Node], x: list[int], common: int, rep: RestoreReport, on_event: EventSink
+    ) -> None:
         eng = self.engine
         for n in reversed(chain):
             if n.ctx_len <= common:
@@ -624,8 +732,14 @@ class ChatService:
             try:
                 blob = eng.capture(start, n.ctx_len)
                 header = SegmentHeader(
-                    id=sid, parent=parent, kind=self.kind, fingerprint_id=self.fp_id,
-                    fingerprint=eng.info.fingerprint, start=start, end=n.ctx_len, tokens=list(toks),
+                    id=sid,
+                    parent=parent,
+                    kind=self.kind,
+                    fingerprint_id=self.fp_id,
+                    fingerprint=eng.info.fingerprint,
+                    start=start,
+                    end=n.ctx_len,
+                    tokens=list(toks),
                 )
                 rel, size = self.snaps.write(header, blob)
             except OSError as e:
@@ -634,19 +748,34 @@ class ChatService:
                 if msg not in warnings:
                     warnings.append(msg)
                     on_event(Notice(msg))
-                self.store.log("create", "failed", session_id=session_id, node_id=n.id, segment_id=sid, detail=reason)
+                self.store.log(
+                    "create", "failed", session_id=session_id, node_id=n.id, segment_id=sid, detail=reason
+                )
                 continue
             ms = (time.perf_counter() - t0) * 1000
             now = time.time()
-            seg = Segment(id=sid, fingerprint_id=self.fp_id, kind=self.kind, parent_id=parent, start=start, end=n.ctx_len,
-                          bytes=size, file=rel, created=now, last_used=now, uses=0)
+            seg = Segment(
+                id=sid,
+                fingerprint_id=self.fp_id,
+                kind=self.kind,
+                parent_id=parent,
+                start=start,
+                end=n.ctx_len,
+                bytes=size,
+                file=rel,
+                created=now,
+                last_used=now,
+                uses=0,
+            )
             try:
                 self.store.add_segment(seg, n.id)
             except Exception as e:  # the index could not be written: drop the file, keep chatting
                 self.snaps.remove(rel)
                 warnings.append(f"snapshot index not updated: {e}")
                 continue
-            self.store.log("create", "ok", session_id=session_id, node_id=n.id, segment_id=sid, nbytes=size, ms=ms)
+            self.store.log(
+                "create", "ok", session_id=session_id, node_id=n.id, segment_id=sid, nbytes=size, ms=ms
+            )
             written += 1
             nbytes += size
             ms_total += ms
@@ -658,15 +787,26 @@ class ChatService:
         node = self.store.node(node_id)
         src = self.store.session(node.session_id)
         path = self.store.path_to(node_id)
-        dst = self.store.create_session(model=src.model, system_prompt=src.system_prompt, params=src.params,
-                                        title=(src.title + " (fork)")[:80])
+        dst = self.store.create_session(
+            model=src.model,
+            system_prompt=src.system_prompt,
+            params=src.params,
+            title=(src.title + " (fork)")[:80],
+        )
         mapping: dict[int, int] = {}
         with self.store.tx():
             for n in path:
                 copy = self.store.add_node(
-                    session_id=dst.id, parent_id=mapping.get(n.parent_id or -1), base_id=mapping.get(n.base_id or -1),
-                    role=n.role, content=n.content, piece=n.piece, tokens=n.tokens, ctx_len=n.ctx_len,
-                    status=n.status, meta=n.meta,
+                    session_id=dst.id,
+                    parent_id=mapping.get(n.parent_id or -1),
+                    base_id=mapping.get(n.base_id or -1),
+                    role=n.role,
+                    content=n.content,
+                    piece=n.piece,
+                    tokens=n.tokens,
+                    ctx_len=n.ctx_len,
+                    status=n.status,
+                    meta=n.meta,
                 )
                 mapping[n.id] = copy.id
                 for r in self.store.db.execute(
@@ -682,11 +822,27 @@ class ChatService:
             return orjson.dumps(
                 {
                     "llmchat_export": 1,
-                    "session": {"id": s.id, "title": s.title, "model": s.model, "system_prompt": s.system_prompt,
-                                "params": s.params, "created": s.created, "updated": s.updated,
-                                "active_leaf": s.active_leaf},
-                    "nodes": [{"id": n.id, "parent": n.parent_id, "role": n.role, "content": n.content,
-                               "status": n.status, "created": n.created} for n in nodes],
+                    "session": {
+                        "id": s.id,
+                        "title": s.title,
+                        "model": s.model,
+                        "system_prompt": s.system_prompt,
+                        "params": s.params,
+                        "created": s.created,
+                        "updated": s.updated,
+                        "active_leaf": s.active_leaf,
+                    },
+                    "nodes": [
+                        {
+                            "id": n.id,
+                            "parent": n.parent_id,
+                            "role": n.role,
+                            "content": n.content,
+                            "status": n.status,
+                            "created": n.created,
+                        }
+                        for n in nodes
+                    ],
                 },
                 option=orjson.OPT_INDENT_2,
             ).decode()
@@ -699,7 +855,9 @@ class ChatService:
                 lines += [f"## {who}", "", n.content, ""]
             branches = sum(1 for n in nodes if len(self.store.children(n.id, s.id)) > 1)
             if branches:
-                lines.append(f"_(active branch shown; the session has {branches} branch point(s) — export JSON for all)_")
+                lines.append(
+                    f"_(active branch shown; the session has {branches} branch point(s) — export JSON for all)_"
+                )
             return "\n".join(lines).rstrip() + "\n"
         raise ChatError(f"unknown export format {fmt!r} (use md or json)")
 
@@ -709,7 +867,11 @@ class ChatService:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as e:
             raise ChatError(f"not valid JSON: {e}") from None
-        if not isinstance(doc, dict) or doc.get("llmchat_export") != 1 or not isinstance(doc.get("nodes"), list):
+        if (
+            not isinstance(doc, dict)
+            or doc.get("llmchat_export") != 1
+            or not isinstance(doc.get("nodes"), list)
+        ):
             raise ChatError("not an llmchat export (expected an object with llmchat_export: 1 and nodes)")
         meta = doc.get("session") or {}
         try:
@@ -718,9 +880,12 @@ class ChatService:
                 if n["role"] not in ("system", "user", "assistant") or not isinstance(n["content"], str):
                     raise ValueError
         except (KeyError, TypeError, ValueError):
-            raise ChatError("not an llmchat export: every node needs an id, a role and a text content") from None
+            raise ChatError(
+                "not an llmchat export: every node needs an id, a role and a text content"
+            ) from None
         sess = self.store.create_session(
-            model=str(meta.get("model") or self.engine.info.name), system_prompt=str(meta.get("system_prompt") or ""),
+            model=str(meta.get("model") or self.engine.info.name),
+            system_prompt=str(meta.get("system_prompt") or ""),
             params=meta.get("params") if isinstance(meta.get("params"), dict) else {},
             title=str(meta.get("title") or ""),
         )
@@ -739,21 +904,36 @@ class ChatService:
                 text = gp + content + closing
                 toks = self.engine.tokenize(text)
                 node = self.store.add_node(
-                    session_id=sess.id, parent_id=parent.id, base_id=parent.id, role="assistant", content=content,
-                    piece=text, tokens=toks, ctx_len=parent.ctx_len + len(toks), status=n.get("status", "done"),
+                    session_id=sess.id,
+                    parent_id=parent.id,
+                    base_id=parent.id,
+                    role="assistant",
+                    content=content,
+                    piece=text,
+                    tokens=toks,
+                    ctx_len=parent.ctx_len + len(toks),
+                    status=n.get("status", "done"),
                 )
             elif n["role"] == "system" and parent is None:
                 text = self.engine.template.render([Message("system", content)], add_generation_prompt=False)
                 toks = self._tokens_for(None, text)
-                node = self.store.add_node(session_id=sess.id, parent_id=None, base_id=None, role="system",
-                                           content=content, piece=text, tokens=toks, ctx_len=len(toks))
+                node = self.store.add_node(
+                    session_id=sess.id,
+                    parent_id=None,
+                    base_id=None,
+                    role="system",
+                    content=content,
+                    piece=text,
+                    tokens=toks,
+                    ctx_len=len(toks),
+                )
             else:
                 while parent is not None and parent.role == "user":
                     parent = self.store.node(parent.parent_id) if parent.parent_id else None
                 node = self._add_user(sess, parent, content)
             mapping[n["id"]] = node
             last = node
-        leaf = mapping.get(meta.get("active_leaf")) or last
+        leaf = mapping.get(int(meta.get("active_leaf") or -1)) or last
         if leaf is not None:
             self.store.update_session(sess.id, active_leaf=leaf.id)
         return self.store.session(sess.id)

@@ -83,25 +83,49 @@ def _json(text: str | None) -> dict[str, Any]:
 
 def session_from_row(r: sqlite3.Row) -> Session:
     return Session(
-        id=r["id"], title=r["title"], title_custom=bool(r["title_custom"]), created=r["created"],
-        updated=r["updated"], model=r["model"] or "", system_prompt=r["system_prompt"] or "",
-        params=_json(r["params"]), active_leaf=r["active_leaf"], stats=_json(r["stats"]),
+        id=r["id"],
+        title=r["title"],
+        title_custom=bool(r["title_custom"]),
+        created=r["created"],
+        updated=r["updated"],
+        model=r["model"] or "",
+        system_prompt=r["system_prompt"] or "",
+        params=_json(r["params"]),
+        active_leaf=r["active_leaf"],
+        stats=_json(r["stats"]),
     )
 
 
 def node_from_row(r: sqlite3.Row) -> Node:
     return Node(
-        id=r["id"], session_id=r["session_id"], parent_id=r["parent_id"], base_id=r["base_id"],
-        role=r["role"], content=r["content"], piece=r["piece"] or "", tokens=unpack_tokens(r["tokens"]),
-        ctx_len=r["ctx_len"], status=r["status"], meta=_json(r["meta"]), created=r["created"],
+        id=r["id"],
+        session_id=r["session_id"],
+        parent_id=r["parent_id"],
+        base_id=r["base_id"],
+        role=r["role"],
+        content=r["content"],
+        piece=r["piece"] or "",
+        tokens=unpack_tokens(r["tokens"]),
+        ctx_len=r["ctx_len"],
+        status=r["status"],
+        meta=_json(r["meta"]),
+        created=r["created"],
     )
 
 
 def segment_from_row(r: sqlite3.Row) -> Segment:
     return Segment(
-        id=r["id"], fingerprint_id=r["fingerprint_id"], kind=r["kind"], parent_id=r["parent_id"],
-        start=r["start"], end=r["end"], bytes=r["bytes"], file=r["file"], created=r["created"],
-        last_used=r["last_used"], uses=r["uses"],
+        id=r["id"],
+        fingerprint_id=r["fingerprint_id"],
+        kind=r["kind"],
+        parent_id=r["parent_id"],
+        start=r["start"],
+        end=r["end"],
+        bytes=r["bytes"],
+        file=r["file"],
+        created=r["created"],
+        last_used=r["last_used"],
+        uses=r["uses"],
     )
 
 

@@ -36,16 +36,16 @@ MIGRATIONS: list[tuple[str, ...]] = [
     (
         "CREATE TABLE sessions ( id INTEGER PRIMARY KEY, title TEXT NOT NULL DEFAULT '', title_custom INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, updated REAL NOT NULL, model TEXT NOT NULL DEFAULT '', system_prompt TEXT NOT NULL DEFAULT '', params TEXT NOT NULL DEFAULT '{}', active_leaf INTEGER, stats TEXT NOT NULL DEFAULT '{}' )",
         "CREATE TABLE nodes ( id INTEGER PRIMARY KEY, session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE, parent_id INTEGER REFERENCES nodes(id) ON DELETE CASCADE, base_id INTEGER, role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')), content TEXT NOT NULL, piece TEXT NOT NULL DEFAULT '', tokens BLOB NOT NULL, ctx_len INTEGER NOT NULL, status TEXT NOT NULL DEFAULT 'done', meta TEXT NOT NULL DEFAULT '{}', created REAL NOT NULL )",
-        'CREATE INDEX nodes_session ON nodes(session_id)',
-        'CREATE INDEX nodes_parent ON nodes(parent_id)',
-        'CREATE TABLE segments ( id TEXT PRIMARY KEY, fingerprint_id TEXT NOT NULL, kind TEXT NOT NULL, parent_id TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, bytes INTEGER NOT NULL, file TEXT NOT NULL, created REAL NOT NULL, last_used REAL NOT NULL, uses INTEGER NOT NULL DEFAULT 0 )',
-        'CREATE TABLE node_segments ( node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE, fingerprint_id TEXT NOT NULL, segment_id TEXT NOT NULL, PRIMARY KEY (node_id, fingerprint_id) )',
-        'CREATE INDEX node_segments_segment ON node_segments(segment_id)',
+        "CREATE INDEX nodes_session ON nodes(session_id)",
+        "CREATE INDEX nodes_parent ON nodes(parent_id)",
+        "CREATE TABLE segments ( id TEXT PRIMARY KEY, fingerprint_id TEXT NOT NULL, kind TEXT NOT NULL, parent_id TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, bytes INTEGER NOT NULL, file TEXT NOT NULL, created REAL NOT NULL, last_used REAL NOT NULL, uses INTEGER NOT NULL DEFAULT 0 )",
+        "CREATE TABLE node_segments ( node_id INTEGER NOT NULL REFERENCES nodes(id) ON DELETE CASCADE, fingerprint_id TEXT NOT NULL, segment_id TEXT NOT NULL, PRIMARY KEY (node_id, fingerprint_id) )",
+        "CREATE INDEX node_segments_segment ON node_segments(segment_id)",
         "CREATE TABLE snapshot_log ( id INTEGER PRIMARY KEY, ts REAL NOT NULL, op TEXT NOT NULL, session_id INTEGER, node_id INTEGER, segment_id TEXT, bytes INTEGER, ms REAL, outcome TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '' )",
-        'CREATE INDEX snapshot_log_session ON snapshot_log(session_id)',
-        'CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)',
+        "CREATE INDEX snapshot_log_session ON snapshot_log(session_id)",
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE VIRTUAL TABLE nodes_fts USING fts5(content, content='nodes', content_rowid='id')",
-        'CREATE TRIGGER nodes_ai AFTER INSERT ON nodes BEGIN INSERT INTO nodes_fts(rowid, content) VALUES (new.id, new.content); END',
+        "CREATE TRIGGER nodes_ai AFTER INSERT ON nodes BEGIN INSERT INTO nodes_fts(rowid, content) VALUES (new.id, new.content); END",
         "CREATE TRIGGER nodes_ad AFTER DELETE ON nodes BEGIN INSERT INTO nodes_fts(nodes_fts, rowid, content) VALUES ('delete', old.id, old.content); END",
         "CREATE TRIGGER nodes_au AFTER UPDATE OF content ON nodes BEGIN INSERT INTO nodes_fts(nodes_fts, rowid, content) VALUES ('delete', old.id, old.content); INSERT INTO nodes_fts(rowid, content) VALUES (new.id, new.content); END",
     ),
@@ -58,7 +58,9 @@ class Store:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
+            self.db = sqlite3.connect(
+                str(self.path), timeout=30, isolation_level=None, check_same_thread=False
+            )
             self.db.row_factory = sqlite3.Row
             self.db.execute("PRAGMA busy_timeout = 30000")
             self.db.execute("PRAGMA journal_mode = WAL")
@@ -151,7 +153,10 @@ class Store:
 
     def delete_session(self, sid: int) -> None:
         with self.tx() as db:
-            db.execute("DELETE FROM node_segments WHERE node_id IN (SELECT id FROM nodes WHERE session_id = ?)", (sid,))
+            db.execute(
+                "DELETE FROM node_segments WHERE node_id IN (SELECT id FROM nodes WHERE session_id = ?)",
+                (sid,),
+            )
             db.execute("DELETE FROM nodes WHERE session_id = ?", (sid,))
             db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
 
@@ -197,21 +202,45 @@ class Store:
 
     # ------------------------------------------------------------------ nodes
     def add_node(
-        self, *, session_id: int, parent_id: int | None, base_id: int | None, role: str, content: str,
-        piece: str, tokens: list[int], ctx_len: int, status: str = "done", meta: dict[str, Any] | None = None,
-        activate: bool = True, title: str | None = None,
+        self,
+        *,
+        session_id: int,
+        parent_id: int | None,
+        base_id: int | None,
+        role: str,
+        content: str,
+        piece: str,
+        tokens: list[int],
+        ctx_len: int,
+        status: str = "done",
+        meta: dict[str, Any] | None = None,
+        activate: bool = True,
+        title: str | None = None,
     ) -> Node:
         now = time.time()
         with self.tx() as db:
             cur = db.execute(
                 "INSERT INTO nodes (session_id, parent_id, base_id, role, content, piece, tokens, ctx_len, status, "
                 "meta, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, parent_id, base_id, role, content, piece, pack_tokens(tokens), ctx_len, status,
-                 dumps(meta or {}), now),
+                (
+                    session_id,
+                    parent_id,
+                    base_id,
+                    role,
+                    content,
+                    piece,
+                    pack_tokens(tokens),
+                    ctx_len,
+                    status,
+                    dumps(meta or {}),
+                    now,
+                ),
             )
             nid = int(cur.lastrowid or 0)
             if activate:
-                db.execute("UPDATE sessions SET active_leaf = ?, updated = ? WHERE id = ?", (nid, now, session_id))
+                db.execute(
+                    "UPDATE sessions SET active_leaf = ?, updated = ? WHERE id = ?", (nid, now, session_id)
+                )
             if title is not None:
                 db.execute(
                     "UPDATE sessions SET title = ? WHERE id = ? AND title_custom = 0 AND title = ''",
@@ -255,7 +284,9 @@ class Store:
     def deepest_leaf(self, nid: int) -> int:
         """Follow the newest child down from nid."""
         while True:
-            r = self.db.execute("SELECT id FROM nodes WHERE parent_id = ? ORDER BY id DESC LIMIT 1", (nid,)).fetchone()
+            r = self.db.execute(
+                "SELECT id FROM nodes WHERE parent_id = ? ORDER BY id DESC LIMIT 1", (nid,)
+            ).fetchone()
             if r is None:
                 return nid
             nid = r[0]
@@ -273,8 +304,19 @@ class Store:
             db.execute(
                 "INSERT OR IGNORE INTO segments (id, fingerprint_id, kind, parent_id, start, end, bytes, file, created, "
                 "last_used, uses) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (seg.id, seg.fingerprint_id, seg.kind, seg.parent_id, seg.start, seg.end, seg.bytes, seg.file,
-                 seg.created, seg.last_used, seg.uses),
+                (
+                    seg.id,
+                    seg.fingerprint_id,
+                    seg.kind,
+                    seg.parent_id,
+                    seg.start,
+                    seg.end,
+                    seg.bytes,
+                    seg.file,
+                    seg.created,
+                    seg.last_used,
+                    seg.uses,
+                ),
             )
             if node_id is not None:
                 db.execute(
@@ -294,7 +336,9 @@ class Store:
             return
         now = time.time()
         with self.tx() as db:
-            db.executemany("UPDATE segments SET last_used = ?, uses = uses + 1 WHERE id = ?", [(now, i) for i in ids])
+            db.executemany(
+                "UPDATE segments SET last_used = ?, uses = uses + 1 WHERE id = ?", [(now, i) for i in ids]
+            )
 
     def drop_segment(self, seg_id: str) -> None:
         with self.tx() as db:
@@ -303,7 +347,10 @@ class Store:
 
     def segment_refs(self) -> dict[str, int]:
         """How many nodes (across all sessions) use each segment."""
-        return {r[0]: r[1] for r in self.db.execute("SELECT segment_id, COUNT(*) FROM node_segments GROUP BY segment_id")}
+        return {
+            r[0]: r[1]
+            for r in self.db.execute("SELECT segment_id, COUNT(*) FROM node_segments GROUP BY segment_id")
+        }
 
     def get_meta(self, key: str) -> str | None:
         r = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -314,8 +361,16 @@ class Store:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def log(
-        self, op: str, outcome: str, *, session_id: int | None = None, node_id: int | None = None,
-        segment_id: str | None = None, nbytes: int | None = None, ms: float | None = None, detail: str = "",
+        self,
+        op: str,
+        outcome: str,
+        *,
+        session_id: int | None = None,
+        node_id: int | None = None,
+        segment_id: str | None = None,
+        nbytes: int | None = None,
+        ms: float | None = None,
+        detail: str = "",
     ) -> None:
         try:
             with self.tx() as db:
@@ -332,7 +387,8 @@ class Store:
             rows = self.db.execute("SELECT * FROM snapshot_log ORDER BY id DESC LIMIT ?", (limit,))
         else:
             rows = self.db.execute(
-                "SELECT * FROM snapshot_log WHERE session_id = ? ORDER BY id DESC LIMIT ?", (session_id, limit)
+                "SELECT * FROM snapshot_log WHERE session_id = ? ORDER BY id DESC LIMIT ?",
+                (session_id, limit),
             )
         return [dict(r) for r in rows]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,9 +50,14 @@ def service(engine: object, _home: Path) -> object:
     return ChatService(store, SnapshotStore(_home / "snapshots"), engine)  # type: ignore[arg-type]
 
 
-def run_cli(*args: str, home: Path, timeout: float = 300) -> "subprocess.CompletedProcess[str]":
+def run_cli(*args: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     import subprocess
 
     env = {**os.environ, "LLMCHAT_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "llmchat.app.cli", *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "llmchat.app.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

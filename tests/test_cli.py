@@ -9,17 +9,28 @@ from pathlib import Path
 
 from tests.conftest import run_cli
 
-KEYS = {"session", "user_node", "node", "reply", "context_tokens", "restore", "prefill", "generate",
-        "reprefill_estimate_ms"}
+KEYS = {
+    "session",
+    "user_node",
+    "node",
+    "reply",
+    "context_tokens",
+    "restore",
+    "prefill",
+    "generate",
+    "reprefill_estimate_ms",
+}
 
 
 def test_ask_twice_with_continue_restores_from_disk(_home: Path) -> None:
     r1 = run_cli("ask", "What is a lighthouse?", "--json", "--temp", "0", "--max-tokens", "40", home=_home)
     assert r1.returncode == 0, r1.stderr
     j1 = json.loads(r1.stdout)
-    assert KEYS <= set(j1) and {"tokens", "ms", "segments", "refused"} <= set(j1["restore"])
+    assert set(j1) >= KEYS and {"tokens", "ms", "segments", "refused"} <= set(j1["restore"])
     assert j1["reply"] and j1["restore"]["tokens"] == 0
-    r2 = run_cli("ask", "Who keeps it?", "--continue", "--json", "--temp", "0", "--max-tokens", "8", home=_home)
+    r2 = run_cli(
+        "ask", "Who keeps it?", "--continue", "--json", "--temp", "0", "--max-tokens", "8", home=_home
+    )
     assert r2.returncode == 0, r2.stderr
     j2 = json.loads(r2.stdout)
     assert j2["session"] == j1["session"]
@@ -27,7 +38,9 @@ def test_ask_twice_with_continue_restores_from_disk(_home: Path) -> None:
     assert j2["restore"]["refused"] == []
     assert j2["reprefill_estimate_ms"] > j2["restore"]["ms"]
     # branch from the first reply with --parent
-    r3 = run_cli("ask", "Another question", "--parent", str(j1["node"]), "--json", "--max-tokens", "4", home=_home)
+    r3 = run_cli(
+        "ask", "Another question", "--parent", str(j1["node"]), "--json", "--max-tokens", "4", home=_home
+    )
     j3 = json.loads(r3.stdout)
     show = json.loads(run_cli("show", str(j1["session"]), "--json", home=_home).stdout)
     kids = [n["id"] for n in show["nodes"] if n["parent"] == j1["node"]]
@@ -88,12 +101,30 @@ def test_bench_json(_home: Path) -> None:
 
 def test_two_processes_append_to_one_session(_home: Path) -> None:
     assert run_cli("ask", "Start", "--max-tokens", "4", home=_home).returncode == 0
-    env_cmd = [sys.executable, "-m", "llmchat.app.cli", "ask", "--session", "1", "--max-tokens", "6", "--json"]
+    env_cmd = [
+        sys.executable,
+        "-m",
+        "llmchat.app.cli",
+        "ask",
+        "--session",
+        "1",
+        "--max-tokens",
+        "6",
+        "--json",
+    ]
     import os
 
     env = {**os.environ, "LLMCHAT_HOME": str(_home)}
-    procs = [subprocess.Popen([*env_cmd[:4], f"concurrent {i}", *env_cmd[4:]], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [*env_cmd[:4], f"concurrent {i}", *env_cmd[4:]],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     show = json.loads(run_cli("show", "1", "--json", home=_home).stdout)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,10 @@ def test_template_prefix_property_and_pieces(engine) -> None:
 def test_chatml_fallback_says_so() -> None:
     t = ChatTemplate(None)
     assert t.is_fallback and "ChatML" in t.note
-    assert t.render([Message("user", "x")], add_generation_prompt=True) == "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        t.render([Message("user", "x")], add_generation_prompt=True)
+        == "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_tokenize_roundtrip(engine) -> None:
@@ -86,7 +90,7 @@ def test_restored_equals_live_context(model_path, n_prompt: int) -> None:
     list(live.generate(Sampling(temperature=0, max_tokens=40)))
     n = len(live.tokens)
     cuts = [0, n_prompt // 3, n_prompt, n]  # system-ish piece, user piece, reply piece
-    blobs = [(bytes(live.capture(a, b)), live.tokens[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
+    blobs = [(bytes(live.capture(a, b)), live.tokens[a:b]) for a, b in itertools.pairwise(cuts)]
     saved_state = _state(live)
     tokens = list(live.tokens)
     follow = live.tokenize("<|im_start|>user\nAnd then?<|im_end|>\n<|im_start|>assistant\n")
@@ -110,7 +114,7 @@ def test_restored_equals_reprefilled(model_path, n_ctx_tokens: int) -> None:
     toks = long_prompt(a, n_ctx_tokens)
     a.prefill(toks)
     cuts = [0, 37, 200, n_ctx_tokens // 2, n_ctx_tokens]
-    blobs = [(bytes(a.capture(x, y)), toks[x:y]) for x, y in zip(cuts, cuts[1:], strict=False)]
+    blobs = [(bytes(a.capture(x, y)), toks[x:y]) for x, y in itertools.pairwise(cuts)]
     a.close()
 
     b = new_engine(model_path, n_ctx=4096)

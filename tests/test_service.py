@@ -26,7 +26,7 @@ def test_turn_stores_exact_tokens_and_context(service: ChatService) -> None:
     # the reply stores the ids the model generated, after the generation prompt
     gp = eng.tokenize("<|im_start|>assistant\n")
     assert r.reply_node.tokens[: len(gp)] == gp
-    assert eng.detokenize(r.reply_node.tokens[len(gp):]).startswith(r.reply)
+    assert eng.detokenize(r.reply_node.tokens[len(gp) :]).startswith(r.reply)
     # the whole context renders exactly as the model's template renders the conversation
     msgs = [Message(n.role, n.content) for n in nodes]
     assert eng.detokenize(ctx) == eng.template.render(msgs, add_generation_prompt=False)
