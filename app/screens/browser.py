@@ -29,8 +29,8 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+def when(ts: float, *, short: bool = False) -> str:
+    return time.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M", time.localtime(ts))
 
 
 def restore_badge(stats: dict[str, Any]) -> str:
@@ -79,7 +79,7 @@ class SessionBrowser(Screen[int | None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("Title", "Model", "Turns", "Tokens", "Snapshots", "Last used")
+        table.add_columns("Title", "Last used", "Turns", "Tokens", "Snapshots", "Model")
         self.refresh_table()
         table.focus()
 
@@ -104,11 +104,11 @@ class SessionBrowser(Screen[int | None]):
         rows = self._sessions()
         for s in rows:
             summary = self.store.session_summary(s.id)
-            title = Text(preview(s.title or f"session {s.id}", 40))
+            title = Text(preview(s.title or f"session {s.id}", 30))
             if s.id == self.current:
                 title.stylize("bold")
-            table.add_row(title, preview(s.model, 24), str(summary["turns"]), f"{summary['tokens']:,}",
-                          human_bytes(summary["snapshot_bytes"]), when(s.updated), key=str(s.id))
+            table.add_row(title, when(s.updated, short=True), str(summary["turns"]), f"{summary['tokens']:,}",
+                          human_bytes(summary["snapshot_bytes"]), preview(s.model, 16), key=str(s.id))
         ids = [s.id for s in rows]
         if keep in ids:
             table.move_cursor(row=ids.index(keep))

@@ -217,9 +217,15 @@ def harness(home: Path, engine: FakeEngine) -> Harness:
 
 async def settle(pilot: Any) -> None:
     """Wait until no engine job runs and every message it posted has been handled."""
+    from textual.worker import WorkerCancelled, WorkerError, WorkerFailed
+
     app = pilot.app
     for _ in range(100):
-        await app.workers.wait_for_complete()
+        for worker in list(app.workers):
+            try:  # a job started from another job's result cancels that (finished) worker: exclusive
+                await worker.wait()
+            except (WorkerCancelled, WorkerFailed, WorkerError):
+                pass
         await pilot.pause()
         if not app.busy and all(w.is_finished for w in app.workers):
             await pilot.pause()
