@@ -12,11 +12,11 @@ import traceback
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.worker import get_current_worker
@@ -53,7 +53,7 @@ class LlmChatApp(App[int]):
 
     TITLE = "llmchat"
     CSS_PATH = str(STYLESHEET)
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("f1", "help", "Help"),
         Binding("f9", "toggle_theme", "Theme"),
@@ -149,7 +149,7 @@ class LlmChatApp(App[int]):
                 continue
             seen.add(b.action)
             yield SystemCommand(b.description, f"{b.description} ({key})",
-                                partial(self.call_later, active.node.run_action, b.action))
+                                partial(self.call_later, self.run_action, b.action, active.node))
 
 
 def make_app(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from textual import events
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import TextArea
 
@@ -13,7 +14,7 @@ from textual.widgets import TextArea
 class Composer(TextArea):
     """A TextArea that posts `Composer.Submitted` on Enter instead of inserting a newline."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "submit", "Send"),
         Binding("shift+enter,ctrl+j", "newline", "Newline"),
     ]

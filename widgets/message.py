@@ -7,10 +7,11 @@ up); the chat screen decides what they do.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Label, Markdown, Static
@@ -72,7 +73,7 @@ class MessageView(Vertical, can_focus=True):
     """A user or assistant message: a header line (who, status, switcher) and the body
     (plain text for the user, Markdown for the assistant, streamed while it is written)."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("e", "edit", "Edit"),
         Binding("r", "regenerate", "Regenerate"),
         Binding("c", "copy", "Copy"),

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Static
@@ -50,7 +50,7 @@ def restore_badge(stats: dict[str, Any]) -> str:
 class SessionBrowser(Screen[int | None]):
     """Dismisses with the id of the session to open, or None."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back"),
         Binding("slash", "search", "Search"),
         Binding("o", "open", "Open"),

@@ -6,10 +6,10 @@ It owns the open session id and decides what every request does; model work goes
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 class ChatScreen(Screen[None]):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "stop", "Stop"),
         Binding("ctrl+n", "new_session", "New"),
         Binding("ctrl+o", "sessions", "Sessions"),
@@ -430,7 +430,7 @@ class ChatScreen(Screen[None]):
         self.app.push_screen(SessionBrowser(self.service, current=self.session_id), done)
 
     def action_tree(self) -> None:
-        from llmchat.app.screens.tree import TreeScreen, TreeResult
+        from llmchat.app.screens.tree import TreeResult, TreeScreen
 
         if self.service is None or self.session_id is None:
             self.notify("no conversation yet", timeout=2)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static, TextArea
@@ -15,7 +15,7 @@ from textual.widgets import Button, Input, Label, Static, TextArea
 class ConfirmDialog(ModalScreen[bool]):
     """Yes/no. Dismisses with True only on an explicit yes."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "Yes"),
         Binding("n,escape", "answer(False)", "No"),
     ]
@@ -45,7 +45,7 @@ class ConfirmDialog(ModalScreen[bool]):
 class EditDialog(ModalScreen[str | None]):
     """Edit a (multi-line) text; Ctrl+S saves, Esc cancels. Dismisses with the text or None."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save", "Save"),
         Binding("escape", "cancel", "Cancel"),
     ]
@@ -76,7 +76,7 @@ class EditDialog(ModalScreen[str | None]):
 class PromptDialog(ModalScreen[str | None]):
     """A one-line input (rename). Enter saves, Esc cancels."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, title: str, value: str = "") -> None:
         super().__init__(classes="dialog-screen")
@@ -116,7 +116,7 @@ SETTING_FIELDS: tuple[tuple[str, str, type], ...] = (
 class SettingsDialog(ModalScreen[SessionSettings | None]):
     """Per-session settings: system prompt, temperature, top_p, max tokens, seed."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save", "Save"),
         Binding("escape", "cancel", "Cancel"),
     ]
@@ -174,7 +174,7 @@ class SettingsDialog(ModalScreen[SessionSettings | None]):
 class ErrorScreen(ModalScreen[None]):
     """A fatal problem (the model did not load): the reason, and how to leave."""
 
-    BINDINGS = [Binding("q,escape", "app.quit", "Quit")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q,escape", "app.quit", "Quit")]
 
     def __init__(self, title: str, message: str) -> None:
         super().__init__(classes="dialog-screen")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
@@ -20,7 +22,7 @@ def _sections() -> list[tuple[str, list[Binding]]]:
     from llmchat.widgets.message import MessageView
 
     def bindings(cls: type) -> list[Binding]:
-        return [b for b in cls.BINDINGS if isinstance(b, Binding)]
+        return [b for b in getattr(cls, "BINDINGS", []) if isinstance(b, Binding)]
 
     return [
         ("Everywhere", [*bindings(LlmChatApp), Binding("ctrl+p", "command_palette", "Command palette")]),
@@ -38,7 +40,7 @@ def _key_label(keys: str) -> str:
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,f1,q", "close", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f1,q", "close", "Close")]
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog wide", id="help"):

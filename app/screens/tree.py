@@ -6,10 +6,11 @@ Enter jumps there (the chat activates that node and shows its path); f forks fro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Label, Tree
 from textual.widgets.tree import TreeNode
@@ -33,7 +34,7 @@ def preview(text: str, width: int = PREVIEW) -> str:
 
 
 class TreeScreen(Screen[TreeResult | None]):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back"),
         Binding("f", "fork", "Fork here"),
         Binding("a", "expand_all", "Expand all"),

@@ -191,3 +191,20 @@ async def test_new_session_with_system_prompt(harness):
         s = harness.service.store.last_session()
         assert s.system_prompt == "Be brief."
         assert contents(app) == ["Be brief.", "hi", "ok"]
+
+
+async def test_help_screen_and_palette_list_actions(harness):
+    from llmchat.app.screens.help import HelpScreen
+
+    app = harness.app()
+    async with app.run_test(size=(110, 40)) as pilot:
+        await settle(pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in ("Sessions", "Tree", "New", "Settings", "Theme: llmchat-light"):
+            assert title in titles
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, ChatScreen)
