@@ -102,6 +102,18 @@ class LlmChatApp(App[int]):
         self._stop.set()
         return True
 
+    def close_engine(self, timeout: float = 60.0) -> None:
+        """Stop any reply still being generated, then free the model (after the app has exited)."""
+        self._stop.set()
+        if self.service is None or not self._engine_lock.acquire(timeout=timeout):
+            return
+        try:
+            close = getattr(self.service.engine, "close", None)
+            if callable(close):
+                close()
+        finally:
+            self._engine_lock.release()
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="engine")
     def _engine_worker(self, target: MessagePump, job: EngineJob) -> None:
         worker = get_current_worker()
@@ -183,8 +195,5 @@ def run_tui(*, model_path: str | Path | None, session_id: int | None, continue_l
 
     app = make_app(factory, session_id=session_id, continue_last=continue_last, model_name=name)
     result = app.run()
-    if app.service is not None:
-        close = getattr(app.service.engine, "close", None)
-        if callable(close):
-            close()
+    app.close_engine()
     return int(result or 0) if app.load_error is None else 1

@@ -134,6 +134,13 @@ class MessageView(Vertical, can_focus=True):
             self._stream = None
             self.data.content = "".join(self._streamed)
 
+    async def set_data(self, data: MessageData) -> None:
+        """Show other data (e.g. the stored node once a streamed reply is complete)."""
+        await self.finish()
+        self.data = data
+        self._streamed = []
+        await self.recompose()
+
     # -------------------------------------------------------------- actions
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         d = self.data

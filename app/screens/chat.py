@@ -135,11 +135,8 @@ class ChatScreen(Screen[None]):
             await self._loaded(message.result)
         elif kind == "activate":
             report: RestoreReport = message.result
-            status.badge = report.badge()
+            self._show_restore(report, always=True)
             status.context_used = report.target_tokens
-            for refused in report.refused:
-                self.notify(f"snapshot refused: {refused.get('reason', '')} (re-prefilled instead)",
-                            severity="warning")
             await self.render_session()
         elif kind == "turn":
             await self._turn_done(message.result)
@@ -246,7 +243,7 @@ class ChatScreen(Screen[None]):
         views = []
         if user_text is not None:
             views.append(MessageView(MessageData("user", user_text, node_id=None)))
-        self._streaming = MessageView(MessageData("assistant", "", node_id=None), id="streaming")
+        self._streaming = MessageView(MessageData("assistant", "", node_id=None))
         views.append(self._streaming)
         await conv.mount_all(views)
         conv.anchor()
@@ -256,19 +253,41 @@ class ChatScreen(Screen[None]):
             await self._streaming.finish()
             self._streaming = None
 
+    def _show_restore(self, report: RestoreReport, *, always: bool = False) -> None:
+        """The restore badge in the status line; a refused snapshot is also a notification."""
+        if always or report.restored_tokens or report.refused:
+            self.query_one(StatusBar).badge = report.badge()
+        for refused in report.refused:
+            self.notify(f"snapshot refused: {refused.get('reason', '')} (re-prefilled instead)", severity="warning")
+
     async def _turn_done(self, result: TurnResult) -> None:
+        streaming = self._streaming
         await self._finish_stream()
         status = self.query_one(StatusBar)
         status.context_used = result.context_tokens
         tps = result.reply_node.meta.get("tps")
         status.tps = float(tps) if tps is not None else None
-        if result.restore.restored_tokens or result.restore.refused:
-            status.badge = result.restore.badge()
+        self._show_restore(result.restore)
         for warning in result.warnings:
             self.notify(warning, severity="warning")
         if result.stopped:
             self.notify("stopped: the partial reply is kept", timeout=3)
-        await self.render_session()
+        if streaming is None or not streaming.is_mounted:
+            await self.render_session()
+            return
+        # update the views in place (no rebuild: the scroll position stays where the user left it)
+        conv = self.query_one("#conversation", VerticalScroll)
+        views = list(conv.query_children(MessageView))
+        idx = views.index(streaming)
+        if idx != len(views) - 1 or len(self.store.path_to(result.reply_node.id)) != len(views):
+            await self.render_session()  # e.g. a system-prompt node appeared before the first message
+            return
+        pending_user = views[idx - 1] if idx > 0 and views[idx - 1].data.node_id is None else None
+        if pending_user is not None:
+            await pending_user.set_data(self._data_for(result.user_node))
+        await streaming.set_data(self._data_for(result.reply_node))
+        session = self.store.session(result.session_id)
+        status.session_title = session.title or f"session {session.id}"
 
     def action_stop(self) -> None:
         if self.llm_app.request_stop():
@@ -292,20 +311,16 @@ class ChatScreen(Screen[None]):
 
     async def render_path(self, path: list[Node]) -> None:
         conv = self.query_one("#conversation", VerticalScroll)
-        views = []
-        for node in path:
-            siblings = [n.id for n in self._siblings(node) if n.role == node.role]
-            data = MessageData(node.role, node.content, node_id=node.id, status=node.status,
-                               siblings=tuple(siblings))
-            views.append(MessageView(data, id=f"node-{node.id}"))
+        views = [MessageView(self._data_for(node), id=f"node-{node.id}") for node in path]
         self._streaming = None
         async with conv.batch():
             await conv.remove_children()
             await conv.mount_all(views)
         conv.anchor()
 
-    def _siblings(self, node: Node) -> list[Node]:
-        return self.store.children(node.parent_id, node.session_id)
+    def _data_for(self, node: Node) -> MessageData:
+        siblings = [n.id for n in self.store.children(node.parent_id, node.session_id) if n.role == node.role]
+        return MessageData(node.role, node.content, node_id=node.id, status=node.status, siblings=tuple(siblings))
 
     # ------------------------------------------------------------------ message requests
     def on_message_view_request(self, message: MessageView.Request) -> None:

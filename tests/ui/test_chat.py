@@ -192,3 +192,56 @@ def _walk(node):
     yield node
     for child in node.children:
         yield from _walk(child)
+
+
+async def test_fork_opens_new_session(harness):
+    harness.engine.replies = ["one", "two"]
+    app = harness.app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await send(pilot, "q1")
+        await settle(pilot)
+        await send(pilot, "q2")
+        await settle(pilot)
+        views(app)[1].focus()  # the first reply
+        await pilot.press("f")
+        await settle(pilot)
+        store = harness.service.store
+        assert len(store.sessions()) == 2
+        assert app.screen.session_id == store.last_session().id != 1
+        assert [v.data.content for v in views(app)] == ["q1", "one"]
+
+
+async def test_chat_error_is_a_notification(harness):
+    harness.engine.n_ctx = 120  # too small for a long message: ChatError from the service
+    app = harness.app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await send(pilot, "x" * 200)
+        await settle(pilot)
+        assert isinstance(app.screen, ChatScreen)
+        messages = [str(n.message) for n in app._notifications]
+        assert any("context holds 120" in m for m in messages), messages
+        assert not app.busy
+
+
+async def test_refused_snapshot_is_reported(harness):
+    harness.engine.replies = ["fine"]
+    app = harness.app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await send(pilot, "hello")
+        await settle(pilot)
+    # damage every snapshot file's payload, then resume in a fresh context
+    for f in (harness.home / "snapshots").rglob("*"):
+        if f.is_file():
+            data = bytearray(f.read_bytes())
+            data[-1] ^= 0xFF
+            f.write_bytes(bytes(data))
+    harness.engine.clear()
+    app2 = harness.app(continue_last=True)
+    async with app2.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        badge = app2.screen.query_one(StatusBar).badge
+        assert "refused" in badge and "prefilled" in badge
+        assert any("snapshot refused" in str(n.message) for n in app2._notifications)
