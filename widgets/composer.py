@@ -15,8 +15,9 @@ class Composer(TextArea):
     """A TextArea that posts `Composer.Submitted` on Enter instead of inserting a newline."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "submit", "Send"),
-        Binding("shift+enter,ctrl+j", "newline", "Newline"),
+        # not in the footer (the placeholder says it): room for the screen's actions
+        Binding("enter", "submit", "Send", show=False),
+        Binding("shift+enter,ctrl+j", "newline", "Newline", show=False),
     ]
 
     @dataclass

@@ -75,7 +75,7 @@ class SessionBrowser(Screen[int | None]):
             yield table
             with Vertical(id="details-pane"):
                 yield Static("", id="details", markup=False)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

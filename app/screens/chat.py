@@ -34,7 +34,7 @@ class ChatScreen(Screen[None]):
         Binding("ctrl+o", "sessions", "Sessions"),
         Binding("ctrl+t", "tree", "Tree"),
         Binding("ctrl+r", "regenerate_last", "Regenerate"),
-        Binding("ctrl+b", "copy_last", "Copy reply"),
+        Binding("ctrl+b", "copy_last", "Copy"),
         Binding("ctrl+f", "fork_here", "Fork"),
         Binding("f2", "settings", "Settings"),
         Binding("question_mark", "app.help", "Help", show=False),
@@ -63,7 +63,7 @@ class ChatScreen(Screen[None]):
         yield VerticalScroll(id="conversation")
         yield Composer(id="composer", placeholder="Message (Enter: send · Shift+Enter/Ctrl+J: newline · F1: help)")
         yield StatusBar(id="status")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#conversation", VerticalScroll).anchor()

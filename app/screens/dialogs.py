@@ -136,7 +136,7 @@ class SettingsDialog(ModalScreen[SessionSettings | None]):
             for key, label, kind in SETTING_FIELDS:
                 with Horizontal(classes="setting-row"):
                     yield Label(label, classes="setting-label")
-                    yield Input(str(params.get(key, "")), id=f"set-{key}",
+                    yield Input(str(params.get(key, "")), id=f"set-{key}", compact=True,
                                 type="integer" if kind is int else "number")
             yield Static("", id="settings-error", classes="dialog-error")
             with Horizontal(classes="dialog-buttons"):

@@ -52,7 +52,7 @@ class TreeScreen(Screen[TreeResult | None]):
         tree.show_root = False
         yield tree
         yield Label("Enter: jump to this message · f: fork from it · Esc: back", classes="hint")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         tree = self.query_one(Tree)
