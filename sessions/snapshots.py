@@ -63,9 +63,17 @@ class SegmentHeader:
     def to_json(self, payload_len: int, payload_hash: str) -> bytes:
         return orjson.dumps(
             {
-                "id": self.id, "parent": self.parent, "kind": self.kind, "fingerprint_id": self.fingerprint_id,
-                "fingerprint": self.fingerprint, "start": self.start, "end": self.end, "tokens": self.tokens,
-                "payload_len": payload_len, "payload_xxh3_128": payload_hash, "created": time.time(),
+                "id": self.id,
+                "parent": self.parent,
+                "kind": self.kind,
+                "fingerprint_id": self.fingerprint_id,
+                "fingerprint": self.fingerprint,
+                "start": self.start,
+                "end": self.end,
+                "tokens": self.tokens,
+                "payload_len": payload_len,
+                "payload_xxh3_128": payload_hash,
+                "created": time.time(),
             }
         )
 
@@ -109,7 +117,13 @@ class SnapshotStore:
         (e.g. ENOSPC) with no partial file left behind."""
         rel = self.rel_path(header.fingerprint_id, header.id)
         path = self.abs_path(rel)
-        if path.exists():
+        # a file already there was left by a crash between rename and index row, or by a concurrent
+        # writer of the same content: adopt it only if it is whole and is this segment
+        whole = path.exists() and (
+            self.verify(rel, header.fingerprint_id, seg_id=header.id, start=header.start, end=header.end)
+            is None
+        )
+        if whole:
             return rel, path.stat().st_size
         path.parent.mkdir(parents=True, exist_ok=True)
         hjson = header.to_json(len(payload), xxhash.xxh3_128_hexdigest(payload))
@@ -164,7 +178,13 @@ class SnapshotStore:
         return header, _FIXED.size + hlen
 
     def read(
-        self, rel: str, *, seg_id: str, fingerprint_id: str, fingerprint: dict[str, Any], start: int,
+        self,
+        rel: str,
+        *,
+        seg_id: str,
+        fingerprint_id: str,
+        fingerprint: dict[str, Any],
+        start: int,
         tokens: Sequence[int],
     ) -> ReadResult:
         """Read and verify a segment against what the caller expects it to hold."""
@@ -176,14 +196,18 @@ class SnapshotStore:
         if header.get("id") != seg_id:
             raise SnapshotError("snapshot id does not match its index entry")
         if header.get("start") != start or header.get("end") != start + len(tokens):
-            raise SnapshotError(f"snapshot covers {header.get('start')}..{header.get('end')}, expected {start}..{start + len(tokens)}")
+            raise SnapshotError(
+                f"snapshot covers {header.get('start')}..{header.get('end')}, expected {start}..{start + len(tokens)}"
+            )
         if header.get("tokens") != list(tokens):
             raise SnapshotError("snapshot tokens differ from the conversation's")
         n = int(header.get("payload_len", -1))
         try:
             size = path.stat().st_size
             if size != offset + n:
-                raise SnapshotError(f"snapshot file has {size - offset} payload bytes, header says {n} (truncated?)")
+                raise SnapshotError(
+                    f"snapshot file has {size - offset} payload bytes, header says {n} (truncated?)"
+                )
             payload = bytearray(n)
             with path.open("rb", buffering=0) as f:
                 f.seek(offset)
@@ -198,11 +222,26 @@ class SnapshotStore:
         t2 = time.perf_counter()
         return ReadResult(header, payload, (t1 - t0) * 1000, (t2 - t1) * 1000)
 
-    def verify(self, rel: str, fingerprint_id: str | None = None) -> str | None:
-        """None if the file is whole and (optionally) of this fingerprint, else the reason."""
+    def verify(
+        self,
+        rel: str,
+        fingerprint_id: str | None = None,
+        *,
+        seg_id: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+    ) -> str | None:
+        """None if the file is whole and (optionally) is the segment its index entry names —
+        this id, this fingerprint, this range — else the reason."""
         path = self.abs_path(rel)
         try:
             header, offset = self.read_header(path)
+            if seg_id is not None and header.get("id") != seg_id:
+                return "snapshot id does not match its index entry"
+            if (start is not None and header.get("start") != start) or (
+                end is not None and header.get("end") != end
+            ):
+                return f"snapshot covers {header.get('start')}..{header.get('end')}, its index entry says {start}..{end}"
             n = int(header.get("payload_len", -1))
             if path.stat().st_size != offset + n:
                 return "truncated payload"
@@ -214,7 +253,10 @@ class SnapshotStore:
             if h.hexdigest() != header.get("payload_xxh3_128"):
                 return "payload checksum mismatch (corrupt)"
             if fingerprint_id is not None and header.get("fingerprint_id") != fingerprint_id:
-                return "made with another model or settings"
+                return (
+                    f"made with another model or settings (fingerprint {str(header.get('fingerprint_id'))[:12]}, "
+                    f"expected {fingerprint_id[:12]})"
+                )
         except SnapshotError as e:
             return str(e)
         except OSError as e:
