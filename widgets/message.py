@@ -113,7 +113,7 @@ class MessageView(Vertical, can_focus=True):
 
     def _status_text(self) -> str:
         if self.data.node_id is None:
-            return "writing…"
+            return "writing…" if self.data.role == "assistant" else ""
         return {"stopped": "(stopped)", "partial": "(partial)"}.get(self.data.status, "")
 
     @property

@@ -208,13 +208,12 @@ class SessionBrowser(Screen[int | None]):
         if sid is None:
             return
         s = self.store.session(sid)
-        busy = bool(getattr(self.app, "busy", False))
 
         def done(yes: bool | None) -> None:
             if not yes:
                 return
-            if busy and sid == self.current:
-                self.notify("this session is busy: stop the reply first", severity="warning")
+            if getattr(self.app, "busy", False):  # deleting collects snapshot files the engine may be writing
+                self.notify("the model is busy: wait for the reply (or stop it) before deleting", severity="warning")
                 return
             try:
                 self.service.delete_session(sid)
