@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -66,6 +68,7 @@ class SessionBrowser(Screen[int | None]):
         self.store = service.store
         self.current = current
         self.matches: dict[int, str] = {}  # session id -> matching snippet, while searching
+        self.details_text = ""  # what the details pane shows, as plain text
 
     def compose(self) -> ComposeResult:
         yield Label("Sessions", classes="screen-title")
@@ -125,39 +128,52 @@ class SessionBrowser(Screen[int | None]):
         return int(key.value) if key.value is not None else None
 
     def show_details(self) -> None:
+        """The selected session's facts, its last restore badge, the search match and a preview."""
         details = self.query_one("#details", Static)
         sid = self.selected()
         if sid is None:
-            details.update("No sessions." if not self.matches else "")
+            self.details_text = "No sessions." if not self.query_one("#search", Input).value else "No matches."
+            details.update(self.details_text)
             return
         s = self.store.session(sid)
         summary = self.store.session_summary(sid)
-        lines = [
-            s.title or f"session {s.id}",
-            "",
-            f"model      {s.model}",
-            f"created    {when(s.created)}",
-            f"last used  {when(s.updated)}",
-            f"turns      {summary['turns']}   messages {summary['messages']}",
-            f"tokens     {summary['tokens']:,}",
-            f"snapshots  {human_bytes(summary['snapshot_bytes'])}",
+        facts: list[tuple[str, str]] = [
+            ("model", s.model),
+            ("created", when(s.created)),
+            ("last used", when(s.updated)),
+            ("turns", f"{summary['turns']} ({summary['messages']} messages)"),
+            ("tokens", f"{summary['tokens']:,}"),
+            ("snapshots", human_bytes(summary["snapshot_bytes"])),
         ]
         if s.params:
-            lines.append("settings   " + ", ".join(f"{k}={v}" for k, v in sorted(s.params.items())))
+            facts.append(("settings", ", ".join(f"{k}={v}" for k, v in sorted(s.params.items()))))
         if s.system_prompt:
-            lines.append(f"system     {preview(s.system_prompt, 60)}")
+            facts.append(("system", preview(s.system_prompt, 120)))
+        sections: list[tuple[str, list[str]]] = []
         badge = restore_badge(s.stats)
         if badge:
-            lines += ["", "last restore", f"  {badge}"]
+            sections.append(("last restore", [badge]))
         if sid in self.matches:
-            lines += ["", "match", f"  {preview(self.matches[sid], 200)}"]
+            sections.append(("match", [preview(self.matches[sid], 200)]))
         path = self.store.path_to(s.active_leaf) if s.active_leaf else []
         if path:
-            lines += ["", "preview"]
-            for node in path[-4:]:
-                who = {"user": "You", "assistant": "AI", "system": "System"}.get(node.role, node.role)
-                lines.append(f"  {who}: {preview(node.content, 100)}")
-        details.update("\n".join(lines))
+            who = {"user": "You", "assistant": "AI", "system": "System"}
+            sections.append(("preview", [f"{who.get(n.role, n.role)}: {preview(n.content, 100)}" for n in path[-4:]]))
+
+        title = s.title or f"session {s.id}"
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column()
+        for key, value in facts:
+            grid.add_row(key, value)
+        parts: list[Any] = [Text(title, style="bold"), Text(""), grid]
+        text_lines = [title, *(f"{k}: {v}" for k, v in facts)]
+        for heading, lines in sections:
+            parts += [Text(""), Text(heading, style="bold underline")]
+            parts += [Text(line) for line in lines]
+            text_lines += [heading, *lines]
+        self.details_text = "\n".join(text_lines)
+        details.update(Group(*parts))
 
     # ------------------------------------------------------------------ events
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
