@@ -19,7 +19,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.message_pump import MessagePump
 from textual.screen import Screen
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from llmchat.app.config import load_config, save_config
 from llmchat.app.jobs import EngineEvent, EngineJob, JobDone, JobFailed
@@ -81,7 +81,8 @@ class LlmChatApp(App[int]):
         self.theme = saved if isinstance(saved, str) and saved in self.available_themes else DEFAULT_THEME
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
-        return {"user-message": "$primary 12%", "assistant-message": "$surface"}
+        # used by other (built-in) themes; variables cannot refer to other variables here
+        return {"user-message": "rgba(95, 175, 215, 0.15)", "assistant-message": "rgba(128, 128, 128, 0.08)"}
 
     def get_default_screen(self) -> Screen:
         from llmchat.app.screens.chat import ChatScreen
@@ -134,6 +135,13 @@ class LlmChatApp(App[int]):
                 target.post_message(JobFailed(job, f"{type(e).__name__}: {e}", unexpected=True))
             else:
                 target.post_message(JobDone(job, result))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place a worker failure surfaces (jobs catch their own errors; this is the net)."""
+        if event.state == WorkerState.ERROR:
+            self.busy = False
+            error = event.worker.error
+            self.notify(f"{type(error).__name__}: {error}", title="background task failed", severity="error")
 
     # ------------------------------------------------------------------ themes, help, palette
     def watch_theme(self, theme: str) -> None:

@@ -83,7 +83,8 @@ class ChatScreen(Screen[None]):
 
     def load_model(self) -> None:
         app = self.llm_app
-        self.query_one(StatusBar).progress = "loading model…"
+        self.query_one(StatusBar).progress = f"loading model {app.model_name}…".replace(" …", "…")
+        self.query_one("#conversation", VerticalScroll).loading = True
 
         def load(on_event: EventSink, should_stop: StopCheck) -> ChatService:
             return app.service_factory()
@@ -128,6 +129,7 @@ class ChatScreen(Screen[None]):
 
     async def on_job_done(self, message: JobDone) -> None:
         self.llm_app.busy = False
+        self.query_one("#conversation", VerticalScroll).loading = False
         status = self.query_one(StatusBar)
         status.progress = ""
         kind = message.job.kind
@@ -144,6 +146,7 @@ class ChatScreen(Screen[None]):
     async def on_job_failed(self, message: JobFailed) -> None:
         app = self.llm_app
         app.busy = False
+        self.query_one("#conversation", VerticalScroll).loading = False
         self.query_one(StatusBar).progress = ""
         if message.job.kind == "load":
             app.load_error = message.error

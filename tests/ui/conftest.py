@@ -57,6 +57,7 @@ class FakeEngine:
         self.blocked = threading.Event()  # set when generation is held at block_after
         self.release = threading.Event()
         self.restores = 0
+        self.capture_error: OSError | None = None  # e.g. ENOSPC: the disk is full
 
     # ------------------------------------------------------------------ facts
     @property
@@ -123,6 +124,8 @@ class FakeEngine:
 
     # ------------------------------------------------------------------ snapshots
     def capture(self, start: int, end: int) -> bytearray:
+        if self.capture_error is not None:
+            raise self.capture_error
         return bytearray(b"FAKEKV" + pack_tokens(self.tokens[start:end]))
 
     def restore(self, blob: Any, tokens: Sequence[int]) -> None:

@@ -245,3 +245,27 @@ async def test_refused_snapshot_is_reported(harness):
         badge = app2.screen.query_one(StatusBar).badge
         assert "refused" in badge and "prefilled" in badge
         assert any("snapshot refused" in str(n.message) for n in app2._notifications)
+
+
+async def test_disk_full_notice_keeps_chatting(harness):
+    import errno
+
+    harness.engine.capture_error = OSError(errno.ENOSPC, "No space left on device")
+    harness.engine.replies = ["still here"]
+    app = harness.app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await send(pilot, "hello")
+        await settle(pilot)
+        assert views(app)[-1].data.content == "still here"
+        assert any("disk full" in str(n.message) for n in app._notifications)
+
+
+async def test_builtin_theme_works_with_our_css(harness):
+    app = harness.app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.theme = "nord"
+        await send(pilot, "hi")
+        await settle(pilot)
+        assert views(app)[0].styles.background is not None
