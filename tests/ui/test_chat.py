@@ -24,13 +24,26 @@ async def send(pilot, text: str) -> None:
 
 
 async def test_send_streams_reply(harness):
+    from textual.widgets import Markdown
+
     harness.engine.replies = ["Hello **there**, here is `code`."]
+    harness.engine.block_after = 8
     app = harness.app()
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, ChatScreen)
         assert app.screen.query_one(StatusBar).model == "fake-model"
         await send(pilot, "Hi model")
+        # mid-stream: the first tokens are on screen, in the Markdown body, while the model works
+        await asyncio.to_thread(harness.engine.blocked.wait, 10)
+        streaming = views(app)[-1]
+        for _ in range(50):
+            await pilot.pause()
+            if streaming.query_one(Markdown).source == "Hello **":
+                break
+        assert streaming.query_one(Markdown).source == "Hello **"
+        assert streaming.data.node_id is None and app.busy
+        harness.engine.release.set()
         await settle(pilot)
         vs = views(app)
         assert [v.data.role for v in vs] == ["user", "assistant"]
