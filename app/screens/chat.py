@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from llmchat.sessions.store import Store
 
 
+GENERATING = "generating… (Esc: stop)"
+STOPPING = "stopping…"
+
+
 class ChatScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "stop", "Stop"),
@@ -118,6 +122,9 @@ class ChatScreen(Screen[None]):
 
         event = message.event
         if isinstance(event, TokenText):
+            status = self.query_one(StatusBar)
+            if status.progress != GENERATING and status.progress != STOPPING:
+                status.progress = GENERATING
             if self._streaming is not None:
                 await self._streaming.append(event.text)
         elif isinstance(event, Progress):
@@ -250,6 +257,7 @@ class ChatScreen(Screen[None]):
         views.append(self._streaming)
         await conv.mount_all(views)
         conv.anchor()
+        self.query_one(StatusBar).progress = "waiting for the model… (Esc: stop)"
 
     async def _finish_stream(self) -> None:
         if self._streaming is not None:
@@ -294,7 +302,7 @@ class ChatScreen(Screen[None]):
 
     def action_stop(self) -> None:
         if self.llm_app.request_stop():
-            self.query_one(StatusBar).progress = "stopping…"
+            self.query_one(StatusBar).progress = STOPPING
 
     # ------------------------------------------------------------------ rendering
     async def render_session(self, node_id: int | None = None) -> None:
