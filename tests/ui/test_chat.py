@@ -282,3 +282,21 @@ async def test_builtin_theme_works_with_our_css(harness):
         await send(pilot, "hi")
         await settle(pilot)
         assert views(app)[0].styles.background is not None
+
+
+async def test_sibling_switcher_arrows_are_clickable(harness):
+    harness.engine.replies = ["reply A", "reply B"]
+    app = harness.app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await send(pilot, "hello")
+        await settle(pilot)
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        reply = views(app)[-1]
+        assert str(reply.query_one(".position").render()) == "2/2"
+        await pilot.click(reply.query_one(".prev"))
+        await settle(pilot)
+        reply = views(app)[-1]
+        assert reply.data.content == "reply A"
+        assert str(reply.query_one(".position").render()) == "1/2"
