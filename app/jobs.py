@@ -41,3 +41,4 @@ class JobFailed(Message):
     job: EngineJob
     error: str
     unexpected: bool = False
+    error_type: str = ""  # the exception's class name, e.g. ModelLoadError, StoreError

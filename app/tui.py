@@ -7,6 +7,7 @@ thread worker group ("engine"); the worker reports back only by posting messages
 
 from __future__ import annotations
 
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable
@@ -129,10 +130,11 @@ class LlmChatApp(App[int]):
             try:
                 result = job.fn(on_event, should_stop)
             except _expected_errors() as e:
-                target.post_message(JobFailed(job, one_line(e)))
+                target.post_message(JobFailed(job, one_line(e), error_type=type(e).__name__))
             except Exception as e:  # a bug: say so, keep the app alive, keep the traceback
                 self.last_traceback = traceback.format_exc()
-                target.post_message(JobFailed(job, f"{type(e).__name__}: {e}", unexpected=True))
+                target.post_message(JobFailed(job, f"{type(e).__name__}: {e}", unexpected=True,
+                                              error_type=type(e).__name__))
             else:
                 target.post_message(JobDone(job, result))
 
@@ -191,7 +193,11 @@ def run_tui(*, model_path: str | Path | None, session_id: int | None, continue_l
     from llmchat.sessions.snapshots import SnapshotStore
     from llmchat.sessions.store import Store
 
-    locations.ensure()
+    try:
+        locations.ensure()
+    except OSError as e:
+        print(f"llmchat: cannot create the data dir {locations.data_dir()}: {e.strerror or e}", file=sys.stderr)
+        return 1
     name = Path(model_path).name if model_path else ""
 
     def factory() -> ChatService:

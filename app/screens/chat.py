@@ -157,9 +157,10 @@ class ChatScreen(Screen[None]):
         self.query_one(StatusBar).progress = ""
         if message.job.kind == "load":
             app.load_error = message.error
-            self.query_one(StatusBar).progress = "model not loaded"
-            self.notify(message.error, title="model failed to load", severity="error", timeout=30)
-            app.push_screen(ErrorScreen("The model could not be loaded", message.error))
+            store = message.error_type in ("StoreError", "OSError")
+            title = "The session store could not be opened" if store else "The model could not be loaded"
+            self.query_one(StatusBar).progress = title
+            app.push_screen(ErrorScreen(title, message.error))
             return
         await self._finish_stream()
         self.notify(message.error, title="bug — please report" if message.unexpected else "", severity="error",
