@@ -172,8 +172,10 @@ def engine() -> FakeEngine:
 
 
 @pytest.fixture
-def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClock]:
     """Deterministic times in the core (timestamps, durations) for snapshot tests."""
+    import os
+
     import llmchat.sessions.chat as chat
     import llmchat.sessions.snapshots as snapshots
     import llmchat.sessions.store as store
@@ -181,10 +183,14 @@ def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     clock = FakeClock()
     for mod in (chat, snapshots, store):
         monkeypatch.setattr(mod, "time", clock)
-    monkeypatch.setenv("TZ", "UTC")
+    old_tz = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
     time.tzset()
     yield clock
-    monkeypatch.undo()
+    if old_tz is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = old_tz
     time.tzset()
 
 
