@@ -168,6 +168,7 @@ def cmd_ask(a: argparse.Namespace) -> int:
         )
         if v is not None
     }
+    created = session is None
     if session is None:
         session = svc.new_session(system_prompt=a.system or "", params=overrides)
     sampling = Sampling.from_dict({**session.params, **overrides})
@@ -188,6 +189,10 @@ def cmd_ask(a: argparse.Namespace) -> int:
             on_event=on_event,
             measure_reprefill=a.measure_reprefill,
         )
+    except ChatError:
+        if created and not core.store.nodes(session.id):
+            core.store.delete_session(session.id)  # a refused first message leaves no empty session
+        raise
     except KeyboardInterrupt:
         sys.stdout.write("\n")
         return 130

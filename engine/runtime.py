@@ -129,6 +129,9 @@ class Engine:
         self._model = model
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
+        if config.n_ctx < 0:
+            llama_cpp.llama_model_free(model)
+            raise EngineError(f"--n-ctx must be positive, not {config.n_ctx}")
         n_ctx = config.n_ctx or min(n_ctx_train or 8192, 8192)
         if config.type_k not in KV_TYPES or config.type_v not in KV_TYPES:
             raise EngineError(
@@ -138,8 +141,8 @@ class Engine:
             raise EngineError("a quantised KV cache needs flash attention")
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = n_ctx
-        cparams.n_batch = config.n_batch
-        cparams.n_ubatch = config.n_batch
+        cparams.n_batch = min(config.n_batch, n_ctx)
+        cparams.n_ubatch = min(config.n_batch, n_ctx)
         cparams.n_seq_max = 2
         cparams.kv_unified = True
         threads = config.n_threads or (os.cpu_count() or 2)
@@ -160,7 +163,8 @@ class Engine:
         self._ctx = ctx
         self._mem = llama_cpp.llama_get_memory(ctx)
         self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
-        self.n_batch = config.n_batch
+        # llama.cpp may clamp the batch (to a small n_ctx): chunk prefills by what it accepts
+        self.n_batch = max(1, min(int(llama_cpp.llama_n_batch(ctx)), int(llama_cpp.llama_n_ubatch(ctx))))
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self.load_ms = (time.perf_counter() - t0) * 1000

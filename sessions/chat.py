@@ -883,60 +883,63 @@ class ChatService:
             raise ChatError(
                 "not an llmchat export: every node needs an id, a role and a text content"
             ) from None
-        sess = self.store.create_session(
-            model=str(meta.get("model") or self.engine.info.name),
-            system_prompt=str(meta.get("system_prompt") or ""),
-            params=meta.get("params") if isinstance(meta.get("params"), dict) else {},
-            title=str(meta.get("title") or ""),
-        )
-        from llmchat.engine.template import Message
+        with self.store.tx():  # all or nothing: a refused message leaves no partial session
+            sess = self.store.create_session(
+                model=str(meta.get("model") or self.engine.info.name),
+                system_prompt=str(meta.get("system_prompt") or ""),
+                params=meta.get("params") if isinstance(meta.get("params"), dict) else {},
+                title=str(meta.get("title") or ""),
+            )
+            from llmchat.engine.template import Message
 
-        mapping: dict[int, Node] = {}
-        last: Node | None = None
-        for n in nodes:
-            parent = mapping.get(n["parent"]) if n.get("parent") is not None else None
-            content = clean_text(n["content"])
-            if n["role"] == "assistant" and parent is not None:
-                path = self.store.path_to(parent.id)
-                msgs = self._messages(path)
-                gp = self.engine.template.generation_prompt(msgs)
-                closing = self.engine.template.closing(msgs, content) or ""
-                text = gp + content + closing
-                toks = self.engine.tokenize(text)
-                node = self.store.add_node(
-                    session_id=sess.id,
-                    parent_id=parent.id,
-                    base_id=parent.id,
-                    role="assistant",
-                    content=content,
-                    piece=text,
-                    tokens=toks,
-                    ctx_len=parent.ctx_len + len(toks),
-                    status=n.get("status", "done"),
-                )
-            elif n["role"] == "system" and parent is None:
-                text = self.engine.template.render([Message("system", content)], add_generation_prompt=False)
-                toks = self._tokens_for(None, text)
-                node = self.store.add_node(
-                    session_id=sess.id,
-                    parent_id=None,
-                    base_id=None,
-                    role="system",
-                    content=content,
-                    piece=text,
-                    tokens=toks,
-                    ctx_len=len(toks),
-                )
-            else:
-                while parent is not None and parent.role == "user":
-                    parent = self.store.node(parent.parent_id) if parent.parent_id else None
-                node = self._add_user(sess, parent, content)
-            mapping[n["id"]] = node
-            last = node
-        leaf = mapping.get(int(meta.get("active_leaf") or -1)) or last
-        if leaf is not None:
-            self.store.update_session(sess.id, active_leaf=leaf.id)
-        return self.store.session(sess.id)
+            mapping: dict[int, Node] = {}
+            last: Node | None = None
+            for n in nodes:
+                parent = mapping.get(n["parent"]) if n.get("parent") is not None else None
+                content = clean_text(n["content"])
+                if n["role"] == "assistant" and parent is not None:
+                    path = self.store.path_to(parent.id)
+                    msgs = self._messages(path)
+                    gp = self.engine.template.generation_prompt(msgs)
+                    closing = self.engine.template.closing(msgs, content) or ""
+                    text = gp + content + closing
+                    toks = self.engine.tokenize(text)
+                    node = self.store.add_node(
+                        session_id=sess.id,
+                        parent_id=parent.id,
+                        base_id=parent.id,
+                        role="assistant",
+                        content=content,
+                        piece=text,
+                        tokens=toks,
+                        ctx_len=parent.ctx_len + len(toks),
+                        status=n.get("status", "done"),
+                    )
+                elif n["role"] == "system" and parent is None:
+                    text = self.engine.template.render(
+                        [Message("system", content)], add_generation_prompt=False
+                    )
+                    toks = self._tokens_for(None, text)
+                    node = self.store.add_node(
+                        session_id=sess.id,
+                        parent_id=None,
+                        base_id=None,
+                        role="system",
+                        content=content,
+                        piece=text,
+                        tokens=toks,
+                        ctx_len=len(toks),
+                    )
+                else:
+                    while parent is not None and parent.role == "user":
+                        parent = self.store.node(parent.parent_id) if parent.parent_id else None
+                    node = self._add_user(sess, parent, content)
+                mapping[n["id"]] = node
+                last = node
+            leaf = mapping.get(int(meta.get("active_leaf") or -1)) or last
+            if leaf is not None:
+                self.store.update_session(sess.id, active_leaf=leaf.id)
+            return self.store.session(sess.id)
 
     # ------------------------------------------------------------------ housekeeping
     def delete_session(self, session_id: int) -> None:
