@@ -49,6 +49,7 @@ class ChatScreen(Screen[None]):
         self.session_id: int | None = None
         self.pending_settings = SessionSettings()  # for the session created on the first send
         self._streaming: MessageView | None = None
+        self._render_seq = 0  # a path shown before its restore ends is skipped if the restore won the race
 
     @property
     def llm_app(self) -> LlmChatApp:
@@ -109,13 +110,19 @@ class ChatScreen(Screen[None]):
             self.notify("the model is busy: press Esc to stop the reply first", severity="warning", timeout=3)
             return
         self.session_id = session_id
-        self.call_after_refresh(self.render_session, node_id)
+        self._render_seq += 1
+        self.call_after_refresh(self._prerender, self._render_seq, node_id)
         self.query_one(StatusBar).progress = "restoring context…"
 
         def activate(on_event: EventSink, should_stop: StopCheck) -> RestoreReport:
             return service.activate(session_id, node_id, on_event=on_event)
 
         self._run("activate", activate, session_id=session_id)
+
+    async def _prerender(self, seq: int, node_id: int | None) -> None:
+        """Show the path while its context is restored, unless the restore has finished already."""
+        if seq == self._render_seq:
+            await self.render_session(node_id)
 
     async def on_engine_event(self, message: EngineEvent) -> None:
         from llmchat.sessions.chat import Notice, Progress, TokenText
@@ -136,6 +143,7 @@ class ChatScreen(Screen[None]):
 
     async def on_job_done(self, message: JobDone) -> None:
         self.llm_app.busy = False
+        self._render_seq += 1
         self.query_one("#conversation", VerticalScroll).loading = False
         status = self.query_one(StatusBar)
         status.progress = ""
@@ -153,6 +161,7 @@ class ChatScreen(Screen[None]):
     async def on_job_failed(self, message: JobFailed) -> None:
         app = self.llm_app
         app.busy = False
+        self._render_seq += 1
         self.query_one("#conversation", VerticalScroll).loading = False
         self.query_one(StatusBar).progress = ""
         if message.job.kind == "load":
@@ -323,12 +332,20 @@ class ChatScreen(Screen[None]):
 
     async def render_path(self, path: list[Node]) -> None:
         conv = self.query_one("#conversation", VerticalScroll)
+        old_views = list(conv.query_children(MessageView))
+        focused = self.focused
+        focus_index = old_views.index(focused) if isinstance(focused, MessageView) and focused in old_views else None
         views = [MessageView(self._data_for(node), id=f"node-{node.id}") for node in path]
         self._streaming = None
         async with conv.batch():
             await conv.remove_children()
             await conv.mount_all(views)
-        conv.anchor()
+        if focus_index is not None and focus_index < len(views):
+            self.set_focus(views[focus_index])  # e.g. keep switching branches with ← → on the same message
+        else:
+            conv.anchor()
+            if focus_index is not None:
+                self.query_one(Composer).focus()
 
     def _data_for(self, node: Node) -> MessageData:
         siblings = [n.id for n in self.store.children(node.parent_id, node.session_id) if n.role == node.role]

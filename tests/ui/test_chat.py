@@ -126,8 +126,8 @@ async def test_switch_siblings_restores_branch(harness):
         assert session.active_leaf == vs[-1].data.node_id
         badge = app.screen.query_one(StatusBar).badge
         assert badge  # the restore badge after a branch switch
-        # switch back: the snapshots of branch B are restored
-        vs[-1].focus()
+        # switch back (the switched message keeps the focus): the snapshots of branch B are restored
+        assert app.focused is vs[-1]
         await pilot.press("right")
         await settle(pilot)
         assert views(app)[-1].data.content == "reply B"
