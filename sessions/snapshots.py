@@ -175,6 +175,24 @@ class SnapshotStore:
             header = orjson.loads(hjson)
         except orjson.JSONDecodeError:
             raise SnapshotError("header is not valid JSON (corrupt)") from None
+        # well-formed JSON with a valid checksum can still be junk (an edit, a bug elsewhere):
+        # every field a reader relies on must have its type, or the file is refused
+        if not isinstance(header, dict):
+            raise SnapshotError("header is not an object (corrupt)")
+        for key, kind in (
+            ("id", str),
+            ("fingerprint_id", str),
+            ("start", int),
+            ("end", int),
+            ("payload_len", int),
+            ("payload_xxh3_128", str),
+            ("tokens", list),
+        ):
+            value = header.get(key)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise SnapshotError(f"header field {key!r} is absent or malformed (corrupt)")
+        if header["payload_len"] < 0:
+            raise SnapshotError("header field 'payload_len' is negative (corrupt)")
         return header, _FIXED.size + hlen
 
     def read(
@@ -192,7 +210,8 @@ class SnapshotStore:
         t0 = time.perf_counter()
         header, offset = self.read_header(path)
         if header.get("fingerprint_id") != fingerprint_id:
-            raise SnapshotError(fingerprint_diff(fingerprint, header.get("fingerprint") or {}))
+            found = header.get("fingerprint")
+            raise SnapshotError(fingerprint_diff(fingerprint, found if isinstance(found, dict) else {}))
         if header.get("id") != seg_id:
             raise SnapshotError("snapshot id does not match its index entry")
         if header.get("start") != start or header.get("end") != start + len(tokens):
@@ -201,7 +220,7 @@ class SnapshotStore:
             )
         if header.get("tokens") != list(tokens):
             raise SnapshotError("snapshot tokens differ from the conversation's")
-        n = int(header.get("payload_len", -1))
+        n = header["payload_len"]
         try:
             size = path.stat().st_size
             if size != offset + n:
@@ -242,7 +261,7 @@ class SnapshotStore:
                 end is not None and header.get("end") != end
             ):
                 return f"snapshot covers {header.get('start')}..{header.get('end')}, its index entry says {start}..{end}"
-            n = int(header.get("payload_len", -1))
+            n = header["payload_len"]
             if path.stat().st_size != offset + n:
                 return "truncated payload"
             h = xxhash.xxh3_128()
@@ -272,8 +291,15 @@ class SnapshotStore:
         if not src.exists():
             return None
         dst = self.root / "quarantine" / rel.replace("/", "_")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, dst)
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+        except OSError:
+            # no room for the quarantine folder (disk full, a file in its place): a file that
+            # cannot be trusted must still never be read again, so remove it instead
+            with contextlib.suppress(OSError):
+                os.unlink(src)
+            return None
         return dst
 
     def files(self) -> list[str]:

@@ -163,20 +163,43 @@ CORRUPTIONS: dict[str, tuple[Any, str]] = {
     "other-segment": (lambda p: fu.rewrite_header(p, lambda h: h.update(id="0" * 64)), "id"),
     "other-tokens": (lambda p: fu.rewrite_header(p, lambda h: h["tokens"].__setitem__(0, 7)), "tokens"),
     "other-range": (lambda p: fu.rewrite_header(p, lambda h: h.update(end=h["end"] + 1)), "covers"),
+    "junk-header": (lambda p: fu.rewrite_header(p, lambda h: h.update(payload_len="lots")), "malformed"),
+    "junk-fingerprint": (
+        lambda p: fu.rewrite_header(p, lambda h: h.update(fingerprint=[1], fingerprint_id="x")),
+        "another",
+    ),
+    "not-an-object": (lambda p: fu.rewrite_header(p, lambda h: (h.clear(), h.update({"0": 0}))), "malformed"),
     "deleted": (lambda p: p.unlink(), "missing"),
 }
 
 
-@pytest.mark.parametrize("kind", list(CORRUPTIONS))
-def test_bad_snapshot_refused_and_reprefilled(engine: Any, tmp_path: Path, kind: str) -> None:
-    home = tmp_path / "home"
+@pytest.fixture(scope="module")
+def two_turn_home(engine: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """A data dir with a two-turn session and its snapshots, made once; tests copy it."""
+    home = tmp_path_factory.mktemp("two-turns") / "home"
     svc = _svc(engine, home)
     s, _ = _two_turns(svc)
-    seg = _first_segment(svc, s.id)
+    svc.store.close()  # the last connection: the WAL is checkpointed into the db file
+    return home, s.id
+
+
+def _copy_home(src: Path, dst: Path, engine: Any) -> Any:
+    shutil.copytree(src, dst)
+    return _svc(engine, dst)
+
+
+@pytest.mark.parametrize("kind", list(CORRUPTIONS))
+def test_bad_snapshot_refused_and_reprefilled(
+    engine: Any, tmp_path: Path, two_turn_home: tuple[Path, int], kind: str
+) -> None:
+    home = tmp_path / "home"
+    svc = _copy_home(two_turn_home[0], home, engine)
+    sid = two_turn_home[1]
+    seg = _first_segment(svc, sid)
     damage, reason = CORRUPTIONS[kind]
     damage(svc.snaps.abs_path(seg.file))
     _restart(svc)
-    res = svc.send(s.id, "Thanks. One more word?", sampling=_sampling())
+    res = svc.send(sid, "Thanks. One more word?", sampling=_sampling(4))
     assert res.reply.strip(), "the reply is still produced"
     assert len(res.restore.refused) == 1, res.restore.refused
     ref = res.restore.refused[0]
@@ -194,10 +217,27 @@ def test_bad_snapshot_refused_and_reprefilled(engine: Any, tmp_path: Path, kind:
 
     rep = doctor(svc.store, svc.snaps, svc.fp_id)
     assert rep.damaged == [] and rep.missing == 0 and rep.integrity == "ok"
-    # and the next restart restores from the fresh snapshots
+    if kind in ("flip-payload", "deleted"):  # and the next restart restores from the fresh snapshots
+        _restart(svc)
+        res2 = svc.send(sid, "Bye.", sampling=_sampling(4))
+        assert res2.restore.refused == [] and res2.restore.restored_tokens > 0
+
+
+def test_bad_snapshot_refused_when_quarantine_impossible(
+    engine: Any, tmp_path: Path, two_turn_home: tuple[Path, int]
+) -> None:
+    """No room for the quarantine folder (here: a file in its place): the damaged snapshot is
+    removed instead, and the turn still re-prefills."""
+    home = tmp_path / "home"
+    svc = _copy_home(two_turn_home[0], home, engine)
+    sid = two_turn_home[1]
+    seg = _first_segment(svc, sid)
+    (home / "snapshots" / "quarantine").write_text("in the way")
+    fu.flip_byte(svc.snaps.abs_path(seg.file))
     _restart(svc)
-    res2 = svc.send(s.id, "Bye.", sampling=_sampling())
-    assert res2.restore.refused == [] and res2.restore.restored_tokens > 0
+    res = svc.send(sid, "Thanks. One more word?", sampling=_sampling(4))
+    assert res.reply.strip() and len(res.restore.refused) == 1
+    assert fu.check_invariants(home) == []  # the damaged file is gone; the turn re-captured it
 
 
 def test_payload_llama_rejects_is_refused(tmp_path: Path) -> None:
@@ -397,7 +437,7 @@ def test_two_processes_one_session(tmp_path: Path) -> None:
     first = fu.cli_json(home, "ask", "Hello there", "--json", *ASK)
     sid = str(first["session"])
     turns = [fu._turn_from(first, "Hello there")]
-    for rnd in range(2):
+    for rnd in range(1):
         texts = [f"Question A{rnd}", f"Question B{rnd}"]
         procs = [_spawn(home, "ask", t, "--session", sid, "--json", *ASK) for t in texts]
         results = [_finish(p) for p in procs]
@@ -432,7 +472,7 @@ def test_two_processes_two_sessions_with_doctor_and_gc_running(tmp_path: Path) -
     t = threading.Thread(target=housekeeping)
     t.start()
     try:
-        for i in range(2):
+        for i in range(1):
             procs = [
                 (f"A{i}", _spawn(home, "ask", f"A{i}", "--session", str(a["session"]), "--json", *ASK)),
                 (f"B{i}", _spawn(home, "ask", f"B{i}", "--session", str(b["session"]), "--json", *ASK)),
@@ -482,15 +522,17 @@ def test_model_moved_or_replaced(tmp_path: Path, model_path: Path) -> None:
     fu.assert_one_line_error(p, 1, "not found")
     p = fu.cli(home, "ask", "Go on", "--continue", "--model", "/nonexistent", *ASK)
     fu.assert_one_line_error(p, 1, "/nonexistent")
-    # replaced by another file of the same name and size (bytes changed where the identity
-    # samples): its snapshots are not used, the context is re-prefilled
+    # replaced by another model file at the same path (same size; its metadata differ: the
+    # model's name, as a re-conversion would change it): its snapshots are not used
     moved.rename(copy)
-    size = copy.stat().st_size
+    data = bytearray(copy.read_bytes()[: 4 << 20])
+    at = data.find(b"Smollm2 135M")
+    assert at > 0
     with copy.open("r+b") as f:
-        f.seek(size // 2)
-        chunk = f.read(64 << 10)
-        f.seek(size // 2)
-        f.write(bytes(b ^ 0x01 for b in chunk))
+        f.seek(at)
+        f.write(b"Smollm9 135M")
     r2 = fu.cli_json(home, "ask", "Go on", "--continue", "--json", "--model", str(copy), *ASK)
-    assert r2["restore"]["tokens"] == 0 and r2["restore"]["refused"] == []
+    assert r2["reply"] and r2["restore"]["tokens"] == 0 and r2["restore"]["refused"] == []
     assert fu.check_invariants(home, [fu._turn_from(r1, "Hello there")]) == []
+    doc = fu.cli_json(home, "doctor", "--json", "--model", str(copy))
+    assert doc["other_fingerprint"] >= 2 and doc["damaged"] == []
