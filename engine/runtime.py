@@ -215,7 +215,12 @@ class Engine:
         self.info.fingerprint_id = hashlib.sha256(
             orjson.dumps(self.info.fingerprint, option=orjson.OPT_SORT_KEYS)
         ).hexdigest()
-        self.prefill_rate_tps = 0.0  # measured tokens/s of batched prefill on this machine (0 = unknown)
+        self.prefill_rate_tps = 0.0  # best measured tokens/s of batched prefill here (0 = unknown)
+        # Warm up: the first decode pages the mmapped weights in and builds the compute graph;
+        # without this, the first prefill of a process (and the re-prefill estimates taken from
+        # it) would be several times slower than the machine really is.
+        self._decode([max(self.bos, 0)], logits_last=True)
+        self.clear()
 
     # ------------------------------------------------------------------ model facts
     @property
@@ -317,8 +322,10 @@ class Engine:
                 progress(done, total)
         stats.tokens = done
         stats.ms = (time.perf_counter() - t0) * 1000
-        if done >= 16 and stats.ms > 0:
-            self.prefill_rate_tps = done / (stats.ms / 1000)
+        if done >= 32 and stats.ms > 0:
+            # the best rate seen: a busy machine measures slower, and the estimate of what a
+            # re-prefill costs should err on the side of less, never more
+            self.prefill_rate_tps = max(self.prefill_rate_tps, done / (stats.ms / 1000))
         return stats
 
     def _decode(self, chunk: Sequence[int], *, logits_last: bool) -> None:

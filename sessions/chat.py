@@ -244,15 +244,15 @@ class ChatService:
         return "delta" if self.engine.can_cut else "full"
 
     def prefill_rate(self) -> float:
-        rate = float(self.engine.prefill_rate_tps or 0.0)
-        if rate > 0:
-            return rate
+        """Tokens/s of batched prefill for this model and settings: the best this engine or an
+        earlier one measured (0 when never measured)."""
         stored = self.store.get_meta(f"prefill_rate:{self.fp_id}")
-        return float(stored) if stored else 0.0
+        return max(float(self.engine.prefill_rate_tps or 0.0), float(stored) if stored else 0.0)
 
     def _save_rate(self) -> None:
-        if self.engine.prefill_rate_tps > 0:
-            self.store.set_meta(f"prefill_rate:{self.fp_id}", f"{self.engine.prefill_rate_tps:.3f}")
+        rate = self.prefill_rate()
+        if rate > 0:
+            self.store.set_meta(f"prefill_rate:{self.fp_id}", f"{rate:.3f}")
 
     # ------------------------------------------------------------------ sessions
     def new_session(
@@ -436,7 +436,9 @@ class ChatService:
         if sampling is None:
             sampling = Sampling.from_dict(session.params)
         warnings: list[str] = []
-        report = self.reach(user, on_event=on_event, measure_reprefill=measure_reprefill)
+        report = self.reach(
+            user, on_event=on_event, measure_reprefill=measure_reprefill, should_stop=should_stop
+        )
         cap_written, cap_bytes, cap_ms = self._capture_missing(
             self.chain(user), session.id, warnings, on_event
         )
@@ -541,6 +543,7 @@ class ChatService:
         *,
         on_event: EventSink = _noop,
         measure_reprefill: bool = False,
+        should_stop: Callable[[], bool] | None = None,
     ) -> RestoreReport:
         """Make node_id (default: the active leaf) the session's active leaf and bring the
         model's context to it."""
@@ -553,16 +556,24 @@ class ChatService:
             raise ChatError(f"node {nid} is not in session {session_id}")
         if session.active_leaf != nid:
             self.store.update_session(session_id, active_leaf=nid)
-        report = self.reach(node, on_event=on_event, measure_reprefill=measure_reprefill)
+        report = self.reach(
+            node, on_event=on_event, measure_reprefill=measure_reprefill, should_stop=should_stop
+        )
         self._record_restore(session_id, report)
         return report
 
     def reach(
-        self, target: Node, *, on_event: EventSink = _noop, measure_reprefill: bool = False
+        self,
+        target: Node,
+        *,
+        on_event: EventSink = _noop,
+        measure_reprefill: bool = False,
+        should_stop: Callable[[], bool] | None = None,
     ) -> RestoreReport:
         """Bring the engine's live context to target's context: keep the common prefix, restore
         what snapshots hold, prefill the rest. A snapshot that cannot be trusted is refused with
-        its reason and its tokens are prefilled instead."""
+        its reason and its tokens are prefilled instead. should_stop interrupts a long prefill
+        (ChatError; the live context then holds a prefix of target's, which is still valid)."""
         eng = self.engine
         chain = self.chain(target)
         x: list[int] = []
@@ -589,8 +600,15 @@ class ChatService:
         rep.kept_tokens = len(eng.tokens) - rep.restored_tokens
         rest = x[len(eng.tokens) :]
         if rest:
-            r = eng.prefill(rest, progress=lambda d, t: on_event(Progress("prefill", d, t)))
+            r = eng.prefill(
+                rest, progress=lambda d, t: on_event(Progress("prefill", d, t)), should_stop=should_stop
+            )
             rep.prefilled_tokens, rep.prefill_ms = r.tokens, r.ms
+            if r.tokens < len(rest):
+                self.live_node = None
+                raise ChatError(
+                    f"stopped while reading the conversation ({r.tokens:,} of {len(rest):,} tokens)"
+                )
         rate = self.prefill_rate()
         if rate > 0 and x:
             rep.reprefill_estimate_ms = len(x) / rate * 1000

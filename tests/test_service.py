@@ -192,3 +192,19 @@ def test_export_import_roundtrip(service: ChatService) -> None:
         service.import_(b"{nope")
     with pytest.raises(ChatError, match="not an llmchat export"):
         service.import_(b'{"hello": 1}')
+
+
+def test_stop_during_a_long_prefill(service: ChatService) -> None:
+    s = service.new_session()
+    calls = {"n": 0}
+
+    def stop() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 1  # let the first 512-token chunk through, then stop
+
+    with pytest.raises(ChatError, match="stopped while reading"):
+        service.send(s.id, "word " * 1500, sampling=S, should_stop=stop)
+    assert 0 < len(service.engine.tokens) < 1500
+    # the user message is saved; the next turn branches beside it and works
+    r = service.send(s.id, "Short one.", sampling=S)
+    assert r.reply_node.status in ("done", "stopped")
