@@ -5,7 +5,7 @@ at chosen points (prefill, generation, snapshot write, SQLite commit); corrupt, 
 foreign snapshots; disk full; two processes on one data dir and one session; files deleted
 or replaced behind the index's back.
 
-The kill loop runs LLMCHAT_FAULT_ITERATIONS iterations (default 14, seed LLMCHAT_FAULT_SEED);
+The kill loop runs LLMCHAT_FAULT_ITERATIONS iterations (default 16, seed LLMCHAT_FAULT_SEED);
 the long run (200 iterations) is marked `long` and runs with LLMCHAT_LONG=1, or use
 `benchmarks/fault_loop.py`.
 """
@@ -69,7 +69,7 @@ def _two_turns(svc: Any) -> tuple[Any, list[Any]]:
 
 # ---------------------------------------------------------------------------- kill -9
 def _run_loop(home: Path, iterations: int, seed: int) -> None:
-    st = fu.fault_loop(home, iterations, seed, log=print, max_tokens=(4, 12))
+    st = fu.fault_loop(home, iterations, seed, log=print, max_tokens=(3, 10))
     print(st.summary())
     assert st.lost_turns == 0, st.problems
     assert not st.problems, "\n".join(st.problems)
@@ -80,7 +80,7 @@ def _run_loop(home: Path, iterations: int, seed: int) -> None:
 def test_kill9_loop(tmp_path: Path) -> None:
     """A seeded loop of real `llmchat ask` processes SIGKILLed at random moments and at each
     kill point; after each: invariants on the database, `doctor --json`, `ask --continue`."""
-    n = int(os.environ.get("LLMCHAT_FAULT_ITERATIONS", "14"))
+    n = int(os.environ.get("LLMCHAT_FAULT_ITERATIONS", "16"))
     _run_loop(tmp_path / "home", n, int(os.environ.get("LLMCHAT_FAULT_SEED", "20261129")))
 
 
