@@ -350,6 +350,32 @@ class Engine:
         self.tokens.extend(chunk)
         self._has_logits = logits_last
 
+    def calibrate(self, n: int = 64) -> float:
+        """Measure the batched prefill rate (tokens/s) without touching the live context: n
+        tokens are decoded in the scratch sequence and dropped. Used when a restore must say
+        what re-prefill would cost and nothing has been measured yet."""
+        n = max(8, min(n, self.n_batch, self.n_ctx - len(self.tokens)))
+        if n < 8:
+            return self.prefill_rate_tps
+        toks = [self.bos if self.bos >= 0 else 0] * n
+        b = self._batch
+        for i, tok in enumerate(toks):
+            b.token[i] = tok
+            b.pos[i] = i
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = SCRATCH
+            b.logits[i] = 0
+        b.logits[n - 1] = 1
+        b.n_tokens = n
+        t0 = time.perf_counter()
+        rc = self._ll.llama_decode(self._ctx, b)
+        ms = (time.perf_counter() - t0) * 1000
+        self._ll.llama_memory_seq_rm(self._mem, SCRATCH, -1, -1)
+        self._has_logits = False
+        if rc == 0 and ms > 0:
+            self.prefill_rate_tps = max(self.prefill_rate_tps, n / (ms / 1000))
+        return self.prefill_rate_tps
+
     # ------------------------------------------------------------------ generation
     def _make_sampler(self, s: Sampling) -> Any:
         ll = self._ll

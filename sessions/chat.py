@@ -610,6 +610,9 @@ class ChatService:
                     f"stopped while reading the conversation ({r.tokens:,} of {len(rest):,} tokens)"
                 )
         rate = self.prefill_rate()
+        if rate <= 0 and rep.restored_tokens and hasattr(eng, "calibrate"):
+            rate = float(eng.calibrate())  # nothing measured yet: measure now, once (~64 tokens)
+            self._save_rate()
         if rate > 0 and x:
             rep.reprefill_estimate_ms = len(x) / rate * 1000
         self.live_node = target.id

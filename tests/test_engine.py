@@ -160,3 +160,12 @@ def test_generation_stops_on_request_and_keeps_partial(engine) -> None:
         got.append(t)
     assert len(got) == 5
     assert engine.tokens[before:] == got  # every yielded token is in the context
+
+
+def test_calibrate_measures_without_touching_the_live_context(engine) -> None:
+    engine.clear()
+    toks = long_prompt(engine, 50)
+    engine.prefill(toks)
+    state = _state(engine)
+    assert engine.calibrate() > 0
+    assert engine.tokens == toks and _state(engine) == state
