@@ -85,8 +85,10 @@ def test_kill9_loop(tmp_path: Path) -> None:
 
 
 @pytest.mark.long
-@pytest.mark.skipif(not LONG, reason="long fault loop: set LLMCHAT_LONG=1 (or run benchmarks/fault_loop.py)")
-def test_kill9_loop_long(tmp_path: Path) -> None:
+def test_kill9_loop_long(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The long run: LLMCHAT_LONG=1 (or `pytest --long` where conftest defines that option)."""
+    if not (LONG or request.config.getoption("--long", default=False)):
+        pytest.skip("long fault loop: set LLMCHAT_LONG=1 (or run benchmarks/fault_loop.py)")
     _run_loop(tmp_path / "home", int(os.environ.get("LLMCHAT_FAULT_ITERATIONS_LONG", "200")), 7)
 
 
