@@ -49,6 +49,11 @@ class SnapshotError(Exception):
     """A snapshot that cannot be trusted; the message is the reason, one line."""
 
 
+class SnapshotMissing(SnapshotError):
+    """The snapshot file is not there (deleted behind the index, evicted meanwhile): nothing
+    to quarantine."""
+
+
 @dataclass
 class SegmentHeader:
     id: str
@@ -164,7 +169,7 @@ class SnapshotStore:
                     raise SnapshotError("corrupt header length")
                 hjson = f.read(hlen)
         except FileNotFoundError:
-            raise SnapshotError("snapshot file is missing") from None
+            raise SnapshotMissing("snapshot file is missing") from None
         except OSError as e:
             raise SnapshotError(f"cannot read snapshot: {e.strerror or e}") from None
         if len(hjson) != hlen:
