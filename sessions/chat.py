@@ -26,7 +26,13 @@ from typing import Any, Protocol
 import orjson
 
 from llmchat.sessions.models import Node, Segment, Session
-from llmchat.sessions.snapshots import SegmentHeader, SnapshotError, SnapshotStore, chain_id
+from llmchat.sessions.snapshots import (
+    SegmentHeader,
+    SnapshotError,
+    SnapshotMissing,
+    SnapshotStore,
+    chain_id,
+)
 from llmchat.sessions.store import Store
 
 TITLE_LEN = 60
@@ -653,7 +659,7 @@ class ChatService:
                 ms=(time.perf_counter() - t0) * 1000,
                 detail=reason,
             )
-            if "missing" not in reason:
+            if not isinstance(e, SnapshotMissing):
                 self.snaps.quarantine(seg.file)
             self.store.drop_segment(seg.id)
             return False
