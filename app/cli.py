@@ -105,7 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("id", type=int)
 
     b = sub.add_parser("bench", help="measure re-prefill against restore from snapshots")
-    b.add_argument("--tokens", default="512,2048,4096", metavar="N,N,...")
+    b.add_argument(
+        "--tokens",
+        default=None,
+        metavar="N,N,...",
+        help="context lengths (default 512,2048,4096; --full adds 8000)",
+    )
     b.add_argument("--full", action="store_true", help="the full benchmark suite (see benchmarks/)")
     b.add_argument("--json", action="store_true")
     _model_opts(b)
@@ -430,7 +435,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
     from llmchat.app.bench import print_table, run_bench
 
     try:
-        lengths = [int(x) for x in a.tokens.split(",") if x.strip()]
+        spec = a.tokens or ("512,2048,4096,8000" if a.full else "512,2048,4096")
+        lengths = [int(x) for x in spec.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--tokens takes numbers separated by commas, not {a.tokens!r}") from None
     if not lengths or min(lengths) < 8:
