@@ -39,6 +39,7 @@ def load_engine(model: str | Path | None, **options: Any) -> Any:
     from llmchat.engine.runtime import Engine, EngineConfig
 
     path = Path(model).expanduser() if model else default_model_path()
+    options.setdefault("identity_cache", locations.data_dir() / "model-ids.json")
     return Engine(EngineConfig(model_path=path, **options))
 
 

@@ -187,7 +187,6 @@ def make_app(
 def run_tui(*, model_path: str | Path | None, session_id: int | None, continue_last: bool,
             engine_options: dict[str, Any]) -> int:
     """Entry point for `llmchat` without a subcommand."""
-    from llmchat.engine.runtime import Engine, EngineConfig
     from llmchat.sessions import locations
     from llmchat.sessions.chat import ChatService
     from llmchat.sessions.snapshots import SnapshotStore
@@ -201,10 +200,9 @@ def run_tui(*, model_path: str | Path | None, session_id: int | None, continue_l
     name = Path(model_path).name if model_path else ""
 
     def factory() -> ChatService:
-        from llmchat.engine.modelfile import default_model_path
+        from llmchat.app.runtime import load_engine
 
-        path = Path(model_path).expanduser() if model_path else default_model_path()
-        engine = Engine(EngineConfig(model_path=path, **engine_options))
+        engine = load_engine(model_path, **engine_options)
         return ChatService(Store(locations.database_path()), SnapshotStore(locations.snapshots_dir()), engine)
 
     app = make_app(factory, session_id=session_id, continue_last=continue_last, model_name=name)

