@@ -474,9 +474,9 @@ class Engine:
         if end > self.n_ctx:
             raise SnapshotRefused(f"snapshot needs {end} positions, the context holds {self.n_ctx}")
         size = len(blob)
-        if isinstance(blob, bytearray):
+        try:  # writable buffers (bytearray, a private file mapping) are used in place
             arr: Any = (ctypes.c_uint8 * size).from_buffer(blob)
-        else:
+        except TypeError:
             arr = (ctypes.c_uint8 * size).from_buffer_copy(blob)
         if not self.can_cut or start == 0:
             if start != 0:

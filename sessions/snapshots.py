@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import mmap
 import os
 import struct
 import time
@@ -101,7 +102,7 @@ def fingerprint_diff(expected: dict[str, Any], found: dict[str, Any]) -> str:
 @dataclass
 class ReadResult:
     header: dict[str, Any]
-    payload: bytearray
+    payload: memoryview  # a writable, private view of the file's payload
     read_ms: float
     verify_ms: float
 
@@ -158,47 +159,13 @@ class SnapshotStore:
         try:
             with path.open("rb") as f:
                 fixed = f.read(_FIXED.size)
-                if len(fixed) < _FIXED.size:
-                    raise SnapshotError("truncated header")
-                magic, version, hlen, hsum = _FIXED.unpack(fixed)
-                if magic != MAGIC:
-                    raise SnapshotError("not an llmchat snapshot (bad magic)")
-                if version != FORMAT_VERSION:
-                    raise SnapshotError(f"snapshot format {version}, this llmchat reads {FORMAT_VERSION}")
-                if hlen > 64 << 20:
-                    raise SnapshotError("corrupt header length")
+                hlen = _check_fixed(fixed)
                 hjson = f.read(hlen)
         except FileNotFoundError:
             raise SnapshotMissing("snapshot file is missing") from None
         except OSError as e:
             raise SnapshotError(f"cannot read snapshot: {e.strerror or e}") from None
-        if len(hjson) != hlen:
-            raise SnapshotError("truncated header")
-        if xxhash.xxh3_64_intdigest(hjson) != hsum:
-            raise SnapshotError("header checksum mismatch (corrupt)")
-        try:
-            header = orjson.loads(hjson)
-        except orjson.JSONDecodeError:
-            raise SnapshotError("header is not valid JSON (corrupt)") from None
-        # well-formed JSON with a valid checksum can still be junk (an edit, a bug elsewhere):
-        # every field a reader relies on must have its type, or the file is refused
-        if not isinstance(header, dict):
-            raise SnapshotError("header is not an object (corrupt)")
-        for key, kind in (
-            ("id", str),
-            ("fingerprint_id", str),
-            ("start", int),
-            ("end", int),
-            ("payload_len", int),
-            ("payload_xxh3_128", str),
-            ("tokens", list),
-        ):
-            value = header.get(key)
-            if not isinstance(value, kind) or isinstance(value, bool):
-                raise SnapshotError(f"header field {key!r} is absent or malformed (corrupt)")
-        if header["payload_len"] < 0:
-            raise SnapshotError("header field 'payload_len' is negative (corrupt)")
-        return header, _FIXED.size + hlen
+        return _parse_header(fixed, hjson), _FIXED.size + hlen
 
     def read(
         self,
@@ -210,10 +177,28 @@ class SnapshotStore:
         start: int,
         tokens: Sequence[int],
     ) -> ReadResult:
-        """Read and verify a segment against what the caller expects it to hold."""
+        """Read and verify a segment against what the caller expects it to hold.
+
+        The file is mapped copy-on-write, not copied: the payload handed to the engine is a view
+        of the page cache (llama.cpp copies it once, into the KV cache). Segment files are never
+        modified in place (written to a temp name, renamed; removed by unlink), so a mapping
+        cannot see them change."""
         path = self.abs_path(rel)
         t0 = time.perf_counter()
-        header, offset = self.read_header(path)
+        try:
+            with path.open("rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < _FIXED.size:
+                    raise SnapshotError("truncated header")
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        except FileNotFoundError:
+            raise SnapshotMissing("snapshot file is missing") from None
+        except OSError as e:
+            raise SnapshotError(f"cannot read snapshot: {e.strerror or e}") from None
+        fixed = mm[: _FIXED.size]
+        hlen = _check_fixed(fixed)
+        offset = _FIXED.size + hlen
+        header = _parse_header(fixed, mm[_FIXED.size : offset])
         if header.get("fingerprint_id") != fingerprint_id:
             found = header.get("fingerprint")
             raise SnapshotError(fingerprint_diff(fingerprint, found if isinstance(found, dict) else {}))
@@ -226,20 +211,11 @@ class SnapshotStore:
         if header.get("tokens") != list(tokens):
             raise SnapshotError("snapshot tokens differ from the conversation's")
         n = header["payload_len"]
-        try:
-            size = path.stat().st_size
-            if size != offset + n:
-                raise SnapshotError(
-                    f"snapshot file has {size - offset} payload bytes, header says {n} (truncated?)"
-                )
-            payload = bytearray(n)
-            with path.open("rb", buffering=0) as f:
-                f.seek(offset)
-                got = f.readinto(payload)
-        except OSError as e:
-            raise SnapshotError(f"cannot read snapshot: {e.strerror or e}") from None
-        if got != n:
-            raise SnapshotError("snapshot payload is truncated")
+        if size != offset + n:
+            raise SnapshotError(
+                f"snapshot file has {size - offset} payload bytes, header says {n} (truncated?)"
+            )
+        payload = memoryview(mm)[offset:]
         t1 = time.perf_counter()
         if xxhash.xxh3_128_hexdigest(payload) != header.get("payload_xxh3_128"):
             raise SnapshotError("payload checksum mismatch (corrupt)")
@@ -318,6 +294,51 @@ class SnapshotStore:
 
     def temp_files(self) -> list[Path]:
         return list(self.root.glob("*/*/.*.tmp")) if self.root.is_dir() else []
+
+
+def _check_fixed(fixed: bytes) -> int:
+    """Validate the fixed part of a segment file; return the header length."""
+    if len(fixed) < _FIXED.size:
+        raise SnapshotError("truncated header")
+    magic, version, hlen, _hsum = _FIXED.unpack(fixed)
+    if magic != MAGIC:
+        raise SnapshotError("not an llmchat snapshot (bad magic)")
+    if version != FORMAT_VERSION:
+        raise SnapshotError(f"snapshot format {version}, this llmchat reads {FORMAT_VERSION}")
+    if hlen > 64 << 20:
+        raise SnapshotError("corrupt header length")
+    return int(hlen)
+
+
+def _parse_header(fixed: bytes, hjson: bytes) -> dict[str, Any]:
+    _magic, _version, hlen, hsum = _FIXED.unpack(fixed)
+    if len(hjson) != hlen:
+        raise SnapshotError("truncated header")
+    if xxhash.xxh3_64_intdigest(hjson) != hsum:
+        raise SnapshotError("header checksum mismatch (corrupt)")
+    try:
+        header = orjson.loads(hjson)
+    except orjson.JSONDecodeError:
+        raise SnapshotError("header is not valid JSON (corrupt)") from None
+    # well-formed JSON with a valid checksum can still be junk (an edit, a bug elsewhere):
+    # every field a reader relies on must have its type, or the file is refused
+    if not isinstance(header, dict):
+        raise SnapshotError("header is not an object (corrupt)")
+    for key, kind in (
+        ("id", str),
+        ("fingerprint_id", str),
+        ("start", int),
+        ("end", int),
+        ("payload_len", int),
+        ("payload_xxh3_128", str),
+        ("tokens", list),
+    ):
+        value = header.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise SnapshotError(f"header field {key!r} is absent or malformed (corrupt)")
+    if header["payload_len"] < 0:
+        raise SnapshotError("header field 'payload_len' is negative (corrupt)")
+    return header
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
