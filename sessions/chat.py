@@ -513,6 +513,8 @@ class ChatService:
         )
         self.live_node = reply.id
         w2, b2, ms2 = self._capture_missing([*self.chain(user), reply], session.id, warnings, on_event)
+        if cap_written + w2:
+            self._enforce_budget()
         self._save_rate()
         self._record_restore(session.id, report)
         return TurnResult(
@@ -532,6 +534,16 @@ class ChatService:
             snapshot_bytes=cap_bytes + b2,
             capture_ms=cap_ms + ms2,
         )
+
+    def _enforce_budget(self) -> None:
+        """Keep snapshots within the configured disk budget (`llmchat gc --budget`), evicting
+        least recently used segments; messages are never touched."""
+        from llmchat.sessions.housekeeping import DEFAULT_BUDGET, gc
+
+        budget = int(self.store.get_meta("snapshot_budget") or DEFAULT_BUDGET)
+        total = self.store.db.execute("SELECT COALESCE(SUM(bytes), 0) FROM segments").fetchone()[0]
+        if total > budget:
+            gc(self.store, self.snaps, budget)
 
     def _record_restore(self, session_id: int, report: RestoreReport) -> None:
         if report.restored_tokens or report.refused:

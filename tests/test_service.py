@@ -208,3 +208,15 @@ def test_stop_during_a_long_prefill(service: ChatService) -> None:
     # the user message is saved; the next turn branches beside it and works
     r = service.send(s.id, "Short one.", sampling=S)
     assert r.reply_node.status in ("done", "stopped")
+
+
+def test_disk_budget_is_enforced_after_each_turn(service: ChatService) -> None:
+    service.store.set_meta("snapshot_budget", str(1 << 20))  # 1 MB: about one turn
+    s = service.new_session()
+    for q in ("One?", "Two?", "Three?", "Four?"):
+        last = service.send(s.id, q, sampling=S)
+    total = sum(seg.bytes for seg in service.store.segments())
+    assert 0 < total <= 1 << 20
+    assert len(service.store.nodes(s.id)) == 8  # messages are never evicted
+    assert any(e["op"] == "evict" for e in service.store.recent_log(100))
+    assert service._segment_for(last.reply_node) is not None  # the newest survives
