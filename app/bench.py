@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from llmchat.sessions.snapshots import SegmentHeader, chain_id
+
 SEGMENT = 256  # tokens per segment: the size of a typical chat turn
 
 _TEXT = (
@@ -64,6 +66,62 @@ def _raw_roundtrip(eng: Any, path: Path) -> tuple[float, float, int]:
     return save_ms, load_ms, len(blob) if ok else -1
 
 
+def seq_state(eng: Any) -> bytes:
+    return bytes(eng._get_seq(0))[8:]  # as `llmchat bench`: skip the leading magic + seq id
+
+
+def capture_segments(
+    eng: Any, store: Any, toks: list[int], tag: str
+) -> tuple[list[tuple[str, str, int, int]], int, float]:
+    segs = []
+    parent = eng.info.fingerprint_id + f"/{tag}"
+    total = 0
+    t0 = time.perf_counter()
+    n = len(toks)
+    for s in range(0, n, SEGMENT):
+        e = min(n, s + SEGMENT)
+        sid = chain_id(parent, toks[s:e])
+        blob = eng.capture(s, e) if eng.can_cut else eng.capture(0, n)
+        header = SegmentHeader(
+            id=sid,
+            parent=parent,
+            kind="delta",
+            fingerprint_id=eng.info.fingerprint_id,
+            fingerprint=eng.info.fingerprint,
+            start=s,
+            end=e,
+            tokens=toks[s:e],
+        )
+        rel, _size = store.write(header, blob)
+        total += len(blob)
+        segs.append((rel, sid, s, e))
+        parent = sid
+        if not eng.can_cut:
+            break
+    return segs, total, (time.perf_counter() - t0) * 1000
+
+
+def restore_segments(
+    eng: Any, store: Any, segs: list[tuple[str, str, int, int]], toks: list[int]
+) -> dict[str, float]:
+    read_ms = verify_ms = 0.0
+    t0 = time.perf_counter()
+    for rel, sid, s, e in segs:
+        res = store.read(
+            rel,
+            seg_id=sid,
+            fingerprint_id=eng.info.fingerprint_id,
+            fingerprint=eng.info.fingerprint,
+            start=s,
+            tokens=toks[s:e],
+        )
+        read_ms += res.read_ms
+        verify_ms += res.verify_ms
+        eng.restore(res.payload, toks[s:e])
+    total = (time.perf_counter() - t0) * 1000
+    return {"total": total, "read": read_ms, "verify": verify_ms, "apply": total - read_ms - verify_ms}
+
+
 def run_bench(
     model: str | None,
     lengths: list[int],
@@ -73,7 +131,7 @@ def run_bench(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     from llmchat.app.runtime import load_engine
-    from llmchat.sessions.snapshots import SegmentHeader, SnapshotStore, chain_id
+    from llmchat.sessions.snapshots import SnapshotStore
 
     say = progress or (lambda _m: None)
     opts = dict(engine_options or {})
@@ -94,50 +152,13 @@ def run_bench(
             eng.prefill(toks)
             reprefill_ms = (time.perf_counter() - t0) * 1000
             say(f"{n} tokens: capture…")
-            segs = []
-            parent = eng.info.fingerprint_id + f"/bench{n}"
-            t0 = time.perf_counter()
-            state_bytes = 0
-            for s in range(0, n, SEGMENT):
-                e = min(n, s + SEGMENT)
-                sid = chain_id(parent, toks[s:e])
-                blob = eng.capture(s, e) if eng.can_cut else eng.capture(0, n)
-                header = SegmentHeader(
-                    id=sid,
-                    parent=parent,
-                    kind="delta",
-                    fingerprint_id=eng.info.fingerprint_id,
-                    fingerprint=eng.info.fingerprint,
-                    start=s,
-                    end=e,
-                    tokens=toks[s:e],
-                )
-                rel, _size = store.write(header, blob)
-                state_bytes += len(blob)
-                segs.append((rel, sid, s, e))
-                parent = sid
-                if not eng.can_cut:
-                    break
-            capture_ms = (time.perf_counter() - t0) * 1000
-            live = bytes(eng._get_seq(0))[8:]  # skip magic+seq id
+            segs, state_bytes, capture_ms = capture_segments(eng, store, toks, f"bench{n}")
+            live = seq_state(eng)
             say(f"{n} tokens: restore…")
             eng.clear()
-            t0 = time.perf_counter()
-            read_ms = verify_ms = 0.0
-            for rel, sid, s, e in segs:
-                res = store.read(
-                    rel,
-                    seg_id=sid,
-                    fingerprint_id=eng.info.fingerprint_id,
-                    fingerprint=eng.info.fingerprint,
-                    start=s,
-                    tokens=toks[s:e],
-                )
-                read_ms += res.read_ms
-                verify_ms += res.verify_ms
-                eng.restore(res.payload, toks[s:e])
-            restore_ms = (time.perf_counter() - t0) * 1000
-            exact = bytes(eng._get_seq(0))[8:] == live
+            r = restore_segments(eng, store, segs, toks)
+            restore_ms, read_ms, verify_ms = r["total"], r["read"], r["verify"]
+            exact = seq_state(eng) == live
             eng.clear()
             eng.prefill(toks)
             _save_ms, raw_load_ms, _raw_bytes = _raw_roundtrip(eng, Path(tmp) / f"raw{n}.bin")

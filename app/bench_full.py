@@ -40,6 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from llmchat.app.bench import capture_segments, restore_segments, seq_state
+
 SEGMENT = 256  # tokens per restore segment, as in `llmchat bench`
 REPS = 5
 
@@ -85,62 +87,6 @@ def _section(name: str, say: Callable[[str], None], fn: Callable[[], Any]) -> An
 
 
 # ---------------------------------------------------------------------- helpers on the engine
-def _seq_state(eng: Any) -> bytes:
-    return bytes(eng._get_seq(0))[8:]  # as `llmchat bench`: skip the leading magic + seq id
-
-
-def _capture_segments(
-    eng: Any, store: Any, toks: list[int], tag: str
-) -> tuple[list[tuple[str, str, int, int]], int, float]:
-    from llmchat.sessions.snapshots import SegmentHeader, chain_id
-
-    segs = []
-    parent = eng.info.fingerprint_id + f"/{tag}"
-    total = 0
-    t0 = time.perf_counter()
-    n = len(toks)
-    for s in range(0, n, SEGMENT):
-        e = min(n, s + SEGMENT)
-        sid = chain_id(parent, toks[s:e])
-        blob = eng.capture(s, e)
-        header = SegmentHeader(
-            id=sid,
-            parent=parent,
-            kind="delta",
-            fingerprint_id=eng.info.fingerprint_id,
-            fingerprint=eng.info.fingerprint,
-            start=s,
-            end=e,
-            tokens=toks[s:e],
-        )
-        rel, _size = store.write(header, blob)
-        total += len(blob)
-        segs.append((rel, sid, s, e))
-        parent = sid
-    return segs, total, _ms(t0)
-
-
-def _restore_segments(
-    eng: Any, store: Any, segs: list[tuple[str, str, int, int]], toks: list[int]
-) -> dict[str, float]:
-    read_ms = verify_ms = 0.0
-    t0 = time.perf_counter()
-    for rel, sid, s, e in segs:
-        res = store.read(
-            rel,
-            seg_id=sid,
-            fingerprint_id=eng.info.fingerprint_id,
-            fingerprint=eng.info.fingerprint,
-            start=s,
-            tokens=toks[s:e],
-        )
-        read_ms += res.read_ms
-        verify_ms += res.verify_ms
-        eng.restore(res.payload, toks[s:e])
-    total = _ms(t0)
-    return {"total": total, "read": read_ms, "verify": verify_ms, "apply": total - read_ms - verify_ms}
-
-
 def _raw_restore(eng: Any, path: Path, buf: bytearray | None = None) -> float:
     """Whole-sequence blob: read the file, llama_state_seq_set_data into the live sequence.
     buf None: into a new bytearray (as `llmchat bench` does); else into this pre-faulted one."""
@@ -358,14 +304,14 @@ def _restore_section(
             t0 = time.perf_counter()
             eng.prefill(toks)
             row["reprefill_ms"] = round(_ms(t0), 1)
-            segs, nbytes, cap_ms = _capture_segments(eng, store, toks, f"full{n}")
+            segs, nbytes, cap_ms = capture_segments(eng, store, toks, f"full{n}")
             row.update(
                 segments=len(segs),
                 state_bytes=nbytes,
                 bytes_per_token=round(nbytes / n),
                 capture_ms=round(cap_ms, 1),
             )
-            live = _seq_state(eng)
+            live = seq_state(eng)
             if keep_payload is not None and "payload" not in keep_payload:
                 res = store.read(
                     segs[0][0],
@@ -381,14 +327,14 @@ def _restore_section(
             parts: dict[str, list[float]] = {"total": [], "read": [], "verify": [], "apply": []}
             exact = True
             eng.clear()
-            _restore_segments(eng, store, segs, toks)  # untimed: first-use allocations
+            restore_segments(eng, store, segs, toks)  # untimed: first-use allocations
             for i in range(REPS):
                 eng.clear()
-                r = _restore_segments(eng, store, segs, toks)
+                r = restore_segments(eng, store, segs, toks)
                 for k in parts:
                     parts[k].append(r[k])
                 if i == 0:
-                    exact = _seq_state(eng) == live
+                    exact = seq_state(eng) == live
             row["restore_ms"] = _med(parts["total"])
             row["restore_read_ms"] = _med(parts["read"])
             row["restore_verify_ms"] = _med(parts["verify"])

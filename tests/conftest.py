@@ -61,3 +61,7 @@ def run_cli(*args: str, home: Path, timeout: float = 300) -> subprocess.Complete
         text=True,
         timeout=timeout,
     )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--long", action="store_true", default=False, help="run the long fault loops too")
