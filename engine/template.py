@@ -91,11 +91,3 @@ class ChatTemplate:
         if closed.startswith(opened):
             return closed[len(opened) :]
         return None
-
-
-def common_prefix_len(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i

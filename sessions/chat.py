@@ -217,17 +217,12 @@ def make_title(text: str) -> str:
 
 
 def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
     n = min(len(a), len(b))
-    if list(a[:n]) == list(b[:n]):
-        return n
-    lo, hi = 0, n  # binary search on prefix equality, then linear from lo
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if list(a[:mid]) == list(b[:mid]):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 class ChatService:
