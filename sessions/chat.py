@@ -268,11 +268,7 @@ class ChatService:
 
     def chain(self, node: Node) -> list[Node]:
         """Root..node along base links: the nodes whose tokens make up node's context."""
-        out = [node]
-        while out[-1].base_id is not None:
-            out.append(self.store.node(out[-1].base_id))
-        out.reverse()
-        return out
+        return self.store.chain_to(node.id)
 
     def context_tokens(self, node: Node) -> list[int]:
         toks: list[int] = []
@@ -536,8 +532,7 @@ class ChatService:
         from llmchat.sessions.housekeeping import DEFAULT_BUDGET, gc
 
         budget = int(self.store.get_meta("snapshot_budget") or DEFAULT_BUDGET)
-        total = self.store.db.execute("SELECT COALESCE(SUM(bytes), 0) FROM segments").fetchone()[0]
-        if total > budget:
+        if self.store.segments_bytes() > budget:
             gc(self.store, self.snaps, budget)
 
     def _record_restore(self, session_id: int, report: RestoreReport) -> None:
@@ -632,11 +627,7 @@ class ChatService:
         return rep
 
     def _segment_for(self, node: Node) -> Segment | None:
-        r = self.store.db.execute(
-            "SELECT segment_id FROM node_segments WHERE node_id = ? AND fingerprint_id = ?",
-            (node.id, self.fp_id),
-        ).fetchone()
-        return self.store.segment(r[0]) if r else None
+        return self.store.segment_for_node(node.id, self.fp_id)
 
     def _load(self, node: Node, seg: Segment, start: int, tokens: list[int], rep: RestoreReport) -> bool:
         """Read, verify and apply one segment. False (with the reason recorded) if refused."""
@@ -843,10 +834,8 @@ class ChatService:
                     meta=n.meta,
                 )
                 mapping[n.id] = copy.id
-                for r in self.store.db.execute(
-                    "SELECT fingerprint_id, segment_id FROM node_segments WHERE node_id = ?", (n.id,)
-                ).fetchall():
-                    self.store.link_segment(copy.id, r[0], r[1])
+                for fp, seg_id in self.store.segment_links(n.id):
+                    self.store.link_segment(copy.id, fp, seg_id)
         return self.store.session(dst.id)
 
     def export(self, session_id: int, fmt: str) -> str:

@@ -277,15 +277,23 @@ class Store:
             rows = self.db.execute("SELECT * FROM nodes WHERE parent_id = ? ORDER BY id", (nid,))
         return [node_from_row(r) for r in rows]
 
-    def path_to(self, nid: int) -> list[Node]:
-        """Root..nid along parent links."""
+    def _ancestry(self, nid: int, link: str) -> list[Node]:
+        """Root..nid following `link` (parent_id or base_id), in one query."""
         rows = self.db.execute(
-            "WITH RECURSIVE p(id, depth) AS (SELECT ?, 0 UNION ALL "
-            "SELECT n.parent_id, p.depth + 1 FROM nodes n JOIN p ON n.id = p.id WHERE n.parent_id IS NOT NULL) "
+            f"WITH RECURSIVE p(id, depth) AS (SELECT ?, 0 UNION ALL "
+            f"SELECT n.{link}, p.depth + 1 FROM nodes n JOIN p ON n.id = p.id WHERE n.{link} IS NOT NULL) "
             "SELECT nodes.* FROM p JOIN nodes ON nodes.id = p.id ORDER BY p.depth DESC",
             (nid,),
         ).fetchall()
         return [node_from_row(r) for r in rows]
+
+    def path_to(self, nid: int) -> list[Node]:
+        """Root..nid along parent links: the messages of a branch."""
+        return self._ancestry(nid, "parent_id")
+
+    def chain_to(self, nid: int) -> list[Node]:
+        """Root..nid along base links: the nodes whose tokens make up nid's context."""
+        return self._ancestry(nid, "base_id")
 
     def deepest_leaf(self, nid: int) -> int:
         """Follow the newest child down from nid."""
@@ -329,6 +337,24 @@ class Store:
                     "INSERT OR REPLACE INTO node_segments (node_id, fingerprint_id, segment_id) VALUES (?, ?, ?)",
                     (node_id, seg.fingerprint_id, seg.id),
                 )
+
+    def segment_for_node(self, node_id: int, fingerprint_id: str) -> Segment | None:
+        r = self.db.execute(
+            "SELECT s.* FROM node_segments ns JOIN segments s ON s.id = ns.segment_id "
+            "WHERE ns.node_id = ? AND ns.fingerprint_id = ?",
+            (node_id, fingerprint_id),
+        ).fetchone()
+        return segment_from_row(r) if r else None
+
+    def segment_links(self, node_id: int) -> list[tuple[str, str]]:
+        """(fingerprint id, segment id) of every snapshot a node has."""
+        rows = self.db.execute(
+            "SELECT fingerprint_id, segment_id FROM node_segments WHERE node_id = ?", (node_id,)
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def segments_bytes(self) -> int:
+        return int(self.db.execute("SELECT COALESCE(SUM(bytes), 0) FROM segments").fetchone()[0])
 
     def link_segment(self, node_id: int, fingerprint_id: str, seg_id: str) -> None:
         with self.tx() as db:
