@@ -43,14 +43,10 @@ def bench_tokens(eng: Any, n: int) -> list[int]:
     return eng.tokenize(text)[:n]
 
 
-def _raw_roundtrip(eng: Any, path: Path) -> tuple[float, float, int]:
-    """The raw single-blob baseline: whole-sequence get_data → file → read → set_data."""
+def _raw_roundtrip(eng: Any, path: Path) -> float:
+    """The raw single-blob baseline: whole-sequence get_data → file; time read + set_data."""
     ll = eng._ll
-    t0 = time.perf_counter()
-    blob = eng._get_seq(0)
-    with open(path, "wb") as f:
-        f.write(blob)
-    save_ms = (time.perf_counter() - t0) * 1000
+    path.write_bytes(eng._get_seq(0))
     n = len(eng.tokens)
     eng.clear()
     t0 = time.perf_counter()
@@ -61,9 +57,10 @@ def _raw_roundtrip(eng: Any, path: Path) -> tuple[float, float, int]:
     ll.llama_state_seq_set_data(eng._ctx, arr, len(buf), 0)
     load_ms = (time.perf_counter() - t0) * 1000
     del arr
-    ok = int(ll.llama_memory_seq_pos_max(eng._mem, 0)) == n - 1
+    if int(ll.llama_memory_seq_pos_max(eng._mem, 0)) != n - 1:
+        raise RuntimeError("the raw single-blob baseline did not restore")
     eng.clear()
-    return save_ms, load_ms, len(blob) if ok else -1
+    return load_ms
 
 
 def seq_state(eng: Any) -> bytes:
@@ -161,7 +158,7 @@ def run_bench(
             exact = seq_state(eng) == live
             eng.clear()
             eng.prefill(toks)
-            _save_ms, raw_load_ms, _raw_bytes = _raw_roundtrip(eng, Path(tmp) / f"raw{n}.bin")
+            raw_load_ms = _raw_roundtrip(eng, Path(tmp) / f"raw{n}.bin")
             rows.append(
                 {
                     "tokens": n,

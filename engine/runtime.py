@@ -329,19 +329,23 @@ class Engine:
             self.prefill_rate_tps = max(self.prefill_rate_tps, done / (stats.ms / 1000))
         return stats
 
-    def _decode(self, chunk: Sequence[int], *, logits_last: bool) -> None:
+    def _fill_batch(self, tokens: Sequence[int], pos0: int, seq: int, *, logits_last: bool) -> Any:
         b = self._batch
-        n = len(chunk)
-        pos0 = len(self.tokens)
-        for i, tok in enumerate(chunk):
+        n = len(tokens)
+        for i, tok in enumerate(tokens):
             b.token[i] = tok
             b.pos[i] = pos0 + i
             b.n_seq_id[i] = 1
-            b.seq_id[i][0] = LIVE
+            b.seq_id[i][0] = seq
             b.logits[i] = 0
         if logits_last:
             b.logits[n - 1] = 1
         b.n_tokens = n
+        return b
+
+    def _decode(self, chunk: Sequence[int], *, logits_last: bool) -> None:
+        pos0 = len(self.tokens)
+        b = self._fill_batch(chunk, pos0, LIVE, logits_last=logits_last)
         rc = self._ll.llama_decode(self._ctx, b)
         if rc != 0:
             # llama_decode may have stored part of the batch: put the memory back as it was.
@@ -358,16 +362,7 @@ class Engine:
         n = max(8, min(n, self.n_batch, self.n_ctx - len(self.tokens)))
         if n < 8:
             return self.prefill_rate_tps
-        toks = [self.bos if self.bos >= 0 else 0] * n
-        b = self._batch
-        for i, tok in enumerate(toks):
-            b.token[i] = tok
-            b.pos[i] = i
-            b.n_seq_id[i] = 1
-            b.seq_id[i][0] = SCRATCH
-            b.logits[i] = 0
-        b.logits[n - 1] = 1
-        b.n_tokens = n
+        b = self._fill_batch([max(self.bos, 0)] * n, 0, SCRATCH, logits_last=True)
         t0 = time.perf_counter()
         rc = self._ll.llama_decode(self._ctx, b)
         ms = (time.perf_counter() - t0) * 1000
